@@ -1,0 +1,462 @@
+"""Settings, read once from dask.config and the standard ``OTEL_*`` variables.
+
+Every setting resolves in one expression: the ``otel-spans`` dask.config key when it
+is not null, then the signal-specific ``OTEL_*`` variable, then the general one, then
+the default (see ``otel-spans.yaml`` for each). Validation is eager: a bad value raises
+:class:`ConfigError` naming the key, the value and what is allowed, so a misconfigured
+scheduler fails at start instead of exporting nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import dask.config
+import yaml
+from dask.utils import parse_timedelta
+
+NAMESPACE = "otel-spans"
+_DEFAULTS_FILE = Path(__file__).with_name("otel-spans.yaml")
+
+Protocol = Literal["grpc", "http/protobuf"]
+ExporterKind = Literal["otlp", "file", "none"]
+_PROTOCOLS: tuple[Protocol, ...] = ("grpc", "http/protobuf")
+_EXPORTERS: tuple[ExporterKind, ...] = ("otlp", "file", "none")
+_COMPRESSIONS = ("gzip", "none")
+_DEFAULT_TIMEOUT = 10.0
+_DEFAULT_MAX_ATTRIBUTE_LENGTH = 4096
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names key, value and what is allowed."""
+
+
+def load_defaults() -> dict[str, Any]:
+    """The defaults shipped in ``otel-spans.yaml`` (a fresh copy)."""
+    with _DEFAULTS_FILE.open() as f:
+        data: dict[str, Any] = yaml.safe_load(f)
+    return data
+
+
+def register_defaults() -> None:
+    """Register the shipped defaults with dask.config without overriding user values."""
+    dask.config.update_defaults(load_defaults())
+
+
+@dataclass(frozen=True)
+class ExportTarget:
+    """Where one signal goes and how."""
+
+    kind: ExporterKind
+    #: Full URL for OTLP (for http/protobuf including the /v1/<signal> path).
+    endpoint: str | None = None
+    protocol: Protocol = "grpc"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: Seconds one export call may take, retries included.
+    timeout: float = _DEFAULT_TIMEOUT
+    compression: Literal["gzip"] | None = None
+    certificate: str | None = None
+    client_certificate: str | None = None
+    client_key: str | None = None
+    insecure: bool | None = None
+    #: For kind "file": the directory the OTLP/JSON files go to.
+    directory: Path = Path("otel-spans-data")
+
+    def describe(self) -> str:
+        """Where the data goes, for log lines; never includes header values."""
+        if self.kind == "otlp":
+            return f"OTLP {self.protocol} {self.endpoint}"
+        if self.kind == "file":
+            return f"OTLP/JSON files in {self.directory.resolve()}"
+        return "nowhere (exporter none)"
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    target: ExportTarget
+    #: Seconds a finished Dask span must stay finished before it is exported.
+    linger: float
+    #: Seconds between two looks at the open spans.
+    poll_interval: float
+    #: Longest code snippet kept (characters); 0 keeps none.
+    code_max_length: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: bool
+    service_name: str | None
+    cluster_name: str | None
+    resource_attributes: Mapping[str, str]
+    queue_size: int
+    batch_size: int
+    shutdown_timeout: float
+    max_attribute_length: int
+    traces: TraceSettings
+
+    @classmethod
+    def from_config(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Settings:
+        """Resolve the settings from dask.config (+ ``overrides``) and ``environ``."""
+        raw = dask.config.merge(load_defaults()[NAMESPACE], dask.config.get(NAMESPACE, {}))
+        if overrides:
+            raw = dask.config.merge(raw, _canonical(dict(overrides)))
+        return _Resolver(raw, os.environ if environ is None else environ).settings()
+
+
+def _canonical(d: dict[str, Any]) -> dict[str, Any]:
+    """dask.config accepts ``foo_bar`` for ``foo-bar``; so do we."""
+    return {k.replace("_", "-"): _canonical(v) if isinstance(v, dict) else v for k, v in d.items()}
+
+
+class _Resolver:
+    """Turns the raw mapping into typed settings, failing on the first bad value."""
+
+    def __init__(self, raw: Mapping[str, Any], environ: Mapping[str, str]):
+        self.raw = _canonical(dict(raw))
+        self.env = environ
+
+    # -- primitives ------------------------------------------------------------------
+    def get(self, key: str) -> Any:
+        node: Any = self.raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return node
+
+    @staticmethod
+    def fail(key: str, value: Any, allowed: str) -> ConfigError:
+        name = key if key.startswith("OTEL_") else f"{NAMESPACE}.{key}"
+        return ConfigError(f"{name}: invalid value {value!r}; expected {allowed}")
+
+    def env_value(self, *names: str) -> tuple[str, str] | None:
+        """The first of ``names`` set (non-empty) in the environment, as (name, value)."""
+        for name in names:
+            value = self.env.get(name, "").strip()
+            if value:
+                return name, value
+        return None
+
+    def boolean(self, key: str, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise self.fail(key, value, "true or false")
+
+    def duration(self, key: str, value: Any, *, positive: bool = False) -> float:
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            seconds = float(parse_timedelta(value, default="seconds"))
+        except (TypeError, ValueError, KeyError, AttributeError):
+            raise self.fail(
+                key, value, "a duration such as 5s, 500ms or a number of seconds"
+            ) from None
+        if seconds < 0 or (positive and seconds == 0):
+            raise self.fail(key, value, "a positive duration" if positive else ">= 0")
+        return seconds
+
+    def integer(self, key: str, value: Any, *, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise self.fail(key, value, f"an integer >= {minimum}")
+        try:
+            number = int(value)
+        except ValueError:
+            raise self.fail(key, value, f"an integer >= {minimum}") from None
+        if number < minimum:
+            raise self.fail(key, value, f"an integer >= {minimum}")
+        return number
+
+    def optional_str(self, key: str) -> str | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, value, "a non-empty string or null")
+        return value
+
+    def string_map(self, key: str, value: Any) -> dict[str, str]:
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in value.items()
+        ):
+            raise self.fail(key, value, "a mapping of string keys to string values")
+        return {k: str(v) for k, v in value.items()}
+
+    def env_map(self, name: str, text: str) -> dict[str, str]:
+        """Parse the W3C-baggage-like ``k=v,k2=v2`` format of OTEL_*_HEADERS."""
+        out: dict[str, str] = {}
+        for item in text.split(","):
+            if not item.strip():
+                continue
+            k, sep, v = item.partition("=")
+            if not sep or not k.strip():
+                # The value may be a secret: name the variable, not its content.
+                raise ConfigError(
+                    f"{name}: invalid entry (value hidden); "
+                    "expected comma-separated key=value pairs"
+                )
+            out[urllib.parse.unquote(k.strip())] = urllib.parse.unquote(v.strip())
+        return out
+
+    def check_keys(self) -> None:
+        allowed = load_defaults()[NAMESPACE]
+        self._check_keys(self.raw, allowed, "")
+
+    def _check_keys(self, raw: Mapping[str, Any], allowed: Mapping[str, Any], path: str) -> None:
+        for key, value in raw.items():
+            if key not in allowed:
+                raise ConfigError(
+                    f"{NAMESPACE}.{path}{key}: unknown key; "
+                    f"allowed keys here: {', '.join(sorted(allowed))}"
+                )
+            if isinstance(allowed[key], dict) and key not in ("resource-attributes", "headers"):
+                if not isinstance(value, Mapping):
+                    raise self.fail(f"{path}{key}", value, "a mapping")
+                self._check_keys(value, allowed[key], f"{path}{key}.")
+
+    # -- composite settings ------------------------------------------------------------
+    def settings(self) -> Settings:
+        self.check_keys()
+        enabled = self.boolean("enabled", self.get("enabled"))
+        disabled_env = self.env_value("OTEL_SDK_DISABLED")
+        if disabled_env and self.boolean(*disabled_env):
+            enabled = False
+        return Settings(
+            enabled=enabled,
+            service_name=self.service_name(),
+            cluster_name=self.optional_str("cluster-name"),
+            resource_attributes=self.string_map(
+                "resource-attributes", self.get("resource-attributes") or {}
+            ),
+            queue_size=self.integer("queue-size", self.get("queue-size"), minimum=1),
+            batch_size=self.integer("batch-size", self.get("batch-size"), minimum=1),
+            shutdown_timeout=self.duration("shutdown-timeout", self.get("shutdown-timeout")),
+            max_attribute_length=self.max_attribute_length(),
+            traces=TraceSettings(
+                target=self.target("traces"),
+                linger=self.duration("traces.linger", self.get("traces.linger")),
+                poll_interval=self.duration(
+                    "traces.poll-interval", self.get("traces.poll-interval"), positive=True
+                ),
+                code_max_length=self.integer(
+                    "traces.code-max-length", self.get("traces.code-max-length"), minimum=0
+                ),
+            ),
+        )
+
+    def service_name(self) -> str | None:
+        """None lets the resource builder fall back to OTEL_RESOURCE_ATTRIBUTES, then "dask"."""
+        explicit = self.optional_str("service-name")
+        if explicit:
+            return explicit
+        found = self.env_value("OTEL_SERVICE_NAME")
+        return found[1] if found else None
+
+    def max_attribute_length(self) -> int:
+        value = self.get("max-attribute-length")
+        if value is not None:
+            return self.integer("max-attribute-length", value, minimum=1)
+        found = self.env_value(
+            "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"
+        )
+        if found:
+            return self.integer(found[0], found[1], minimum=1)
+        return _DEFAULT_MAX_ATTRIBUTE_LENGTH
+
+    def target(self, signal: str) -> ExportTarget:
+        """Resolve exporter kind, endpoint and transport options of one signal."""
+        upper = signal.upper()
+        kind = self.exporter_kind(signal)
+        directory = Path(self.optional_str("directory") or "otel-spans-data")
+        if kind != "otlp":
+            return ExportTarget(kind=kind, directory=directory)
+
+        protocol = self.protocol(signal)
+        endpoint = self.endpoint(signal, protocol)
+        if endpoint is None:
+            # exporter "otlp" asked for explicitly, but no endpoint anywhere: the
+            # OTel default for the protocol.
+            endpoint = (
+                "http://localhost:4317"
+                if protocol == "grpc"
+                else f"http://localhost:4318/v1/{signal}"
+            )
+        return ExportTarget(
+            kind="otlp",
+            endpoint=endpoint,
+            protocol=protocol,
+            headers=self.headers(signal),
+            timeout=self.timeout(signal),
+            compression=self.compression(signal),
+            certificate=self.path_option(
+                "certificate",
+                f"OTEL_EXPORTER_OTLP_{upper}_CERTIFICATE",
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            ),
+            client_certificate=self.path_option(
+                "client-certificate",
+                f"OTEL_EXPORTER_OTLP_{upper}_CLIENT_CERTIFICATE",
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+            ),
+            client_key=self.path_option(
+                "client-key",
+                f"OTEL_EXPORTER_OTLP_{upper}_CLIENT_KEY",
+                "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+            ),
+            insecure=self.insecure(signal),
+            directory=directory,
+        )
+
+    def exporter_kind(self, signal: str) -> ExporterKind:
+        key = f"{signal}.exporter"
+        value = self.get(key)
+        if value is None:
+            found = self.env_value(f"OTEL_{signal.upper()}_EXPORTER")
+            if found:
+                key, value = found
+                if value == "none":
+                    return "none"
+                if value != "otlp":
+                    raise self.fail(key, value, "otlp or none (otel-spans exports OTLP only)")
+                return "otlp"
+            return "otlp" if self.has_endpoint(signal) else "file"
+        if value not in _EXPORTERS:
+            raise self.fail(key, value, "one of " + ", ".join(_EXPORTERS))
+        kind: ExporterKind = value
+        return kind
+
+    def has_endpoint(self, signal: str) -> bool:
+        return (
+            self.get(f"{signal}.endpoint") is not None
+            or self.get("endpoint") is not None
+            or self.env_value(
+                f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"
+            )
+            is not None
+        )
+
+    def protocol(self, signal: str) -> Protocol:
+        key, value = "protocol", self.get("protocol")
+        if value is None:
+            found = self.env_value(
+                f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"
+            )
+            if not found:
+                return "grpc"
+            key, value = found
+        if value not in _PROTOCOLS:
+            raise self.fail(key, value, "grpc or http/protobuf")
+        protocol: Protocol = value
+        return protocol
+
+    def endpoint(self, signal: str, protocol: Protocol) -> str | None:
+        upper = signal.upper()
+        # (key, value, is the signal-specific form used as is)
+        candidates: list[tuple[str, Any, bool]] = [
+            (f"{signal}.endpoint", self.get(f"{signal}.endpoint"), True),
+            ("endpoint", self.get("endpoint"), False),
+        ]
+        for name, as_is in (
+            (f"OTEL_EXPORTER_OTLP_{upper}_ENDPOINT", True),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", False),
+        ):
+            found = self.env_value(name)
+            candidates.append((name, found[1] if found else None, as_is))
+        for key, value, as_is in candidates:
+            if value is None:
+                continue
+            url = self.url(key, value)
+            if protocol == "http/protobuf" and not as_is:
+                url = url.rstrip("/") + f"/v1/{signal}"
+            return url
+        return None
+
+    def url(self, key: str, value: Any) -> str:
+        allowed = "an http:// or https:// URL with a host, e.g. http://collector:4317"
+        if not isinstance(value, str):
+            raise self.fail(key, value, allowed)
+        try:
+            parsed = urllib.parse.urlparse(value.strip())
+            port = parsed.port  # raises ValueError on a bad port
+        except ValueError:
+            raise self.fail(key, value, allowed) from None
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise self.fail(key, value, allowed)
+        del port
+        return value.strip()
+
+    def headers(self, signal: str) -> dict[str, str]:
+        value = self.get("headers")
+        if value is not None:
+            return self.string_map("headers", value)
+        found = self.env_value(
+            f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"
+        )
+        return self.env_map(*found) if found else {}
+
+    def timeout(self, signal: str) -> float:
+        value = self.get("timeout")
+        if value is not None:
+            return self.duration("timeout", value, positive=True)
+        found = self.env_value(
+            f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"
+        )
+        if not found:
+            return _DEFAULT_TIMEOUT
+        try:
+            millis = float(found[1])
+        except ValueError:
+            raise self.fail(found[0], found[1], "a positive number of milliseconds") from None
+        if millis <= 0:
+            raise self.fail(found[0], found[1], "a positive number of milliseconds")
+        return millis / 1000
+
+    def compression(self, signal: str) -> Literal["gzip"] | None:
+        key, value = "compression", self.get("compression")
+        if value is None:
+            found = self.env_value(
+                f"OTEL_EXPORTER_OTLP_{signal.upper()}_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"
+            )
+            if not found:
+                return None
+            key, value = found
+        if value not in _COMPRESSIONS:
+            raise self.fail(key, value, "gzip or none")
+        return "gzip" if value == "gzip" else None
+
+    def path_option(self, key: str, *env_names: str) -> str | None:
+        value = self.optional_str(key)
+        if value is None:
+            found = self.env_value(*env_names)
+            if not found:
+                return None
+            key, value = found
+        if not os.path.isfile(value):
+            raise self.fail(key, value, "the path of a readable file")
+        return value
+
+    def insecure(self, signal: str) -> bool | None:
+        value = self.get("insecure")
+        if value is not None:
+            return self.boolean("insecure", value)
+        found = self.env_value(
+            f"OTEL_EXPORTER_OTLP_{signal.upper()}_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"
+        )
+        return self.boolean(*found) if found else None
+
+
+def check_keys(overrides: Mapping[str, Any]) -> None:
+    """Fail on unknown ``otel-spans`` keys without resolving anything else.
+
+    Used where the environment is not the one that will run the exporter (a client
+    building a plugin for a remote scheduler): names can be checked, values only there.
+    """
+    _Resolver(overrides, {}).check_keys()

@@ -1,0 +1,66 @@
+"""Plain records handed from the Dask side (``plugin``) to the OTel side (``traces``).
+
+A record is a snapshot taken on the scheduler's event loop: immutable, detached from
+any live scheduler object, so the exporter thread can read it while the loop goes on
+mutating the scheduler. Times are integer nanoseconds since the epoch; ``ns()`` is
+the one place where Dask's float seconds are converted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def ns(seconds: float) -> int:
+    """Dask's float epoch seconds as OTel's integer epoch nanoseconds."""
+    return int(seconds * 1e9)
+
+
+@dataclass(frozen=True, slots=True)
+class CodeSnippet:
+    """The innermost client frame Dask captured for a computation."""
+
+    code: str
+    filename: str
+    lineno: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One export of one Dask span (or of a continuation of it)."""
+
+    #: Dask uuid of the span (``Span.id``).
+    uuid: str
+    #: All tags, root first (``Span.name``).
+    tags: tuple[str, ...]
+    trace_id: int
+    span_id: int
+    #: 0 when the span is a trace root.
+    parent_span_id: int
+    #: 0 for the first export; n for the n-th continuation after the span reopened.
+    continuation: int
+    #: Span id of the previous export of the same Dask span (continuations link to it).
+    previous_span_id: int
+    start_ns: int
+    end_ns: int
+    #: Time the span first appeared on the scheduler (``Span.enqueued``).
+    enqueued_ns: int
+    #: Earliest task start in the span tree; 0 when no task finished computing.
+    compute_start_ns: int
+    done: bool
+    #: Task counts by scheduler state over the span tree; only non-zero states.
+    states: tuple[tuple[str, int], ...]
+    task_groups: int
+    nbytes: int
+    #: Sum of all task action durations in the span tree, seconds.
+    task_duration: float
+    active_cpu_seconds: float
+    code: tuple[CodeSnippet, ...] = field(default=())
+
+    @property
+    def erred(self) -> int:
+        return dict(self.states).get("erred", 0)
+
+    @property
+    def tasks(self) -> int:
+        return sum(count for _, count in self.states)

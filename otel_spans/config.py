@@ -272,15 +272,15 @@ class _Resolver:
         return _DEFAULT_MAX_ATTRIBUTE_LENGTH
 
     def target(self, signal: str) -> ExportTarget:
-        """Resolve exporter kind, endpoint and transport options of one signal."""
-        upper = signal.upper()
-        kind = self.exporter_kind(signal)
-        directory = Path(self.optional_str("directory") or "otel-spans-data")
-        if kind != "otlp":
-            return ExportTarget(kind=kind, directory=directory)
+        """Resolve exporter kind, endpoint and transport options of one signal.
 
+        Every option is resolved (and so validated) even when the signal ends up in
+        files or nowhere: a typo must fail now, not on the day a collector is added.
+        """
+        upper = signal.upper()
         protocol = self.protocol(signal)
         endpoint = self.endpoint(signal, protocol)
+        kind = self.exporter_kind(signal, has_endpoint=endpoint is not None)
         if endpoint is None:
             # exporter "otlp" asked for explicitly, but no endpoint anywhere: the
             # OTel default for the protocol.
@@ -290,8 +290,8 @@ class _Resolver:
                 else f"http://localhost:4318/v1/{signal}"
             )
         return ExportTarget(
-            kind="otlp",
-            endpoint=endpoint,
+            kind=kind,
+            endpoint=endpoint if kind == "otlp" else None,
             protocol=protocol,
             headers=self.headers(signal),
             timeout=self.timeout(signal),
@@ -312,10 +312,10 @@ class _Resolver:
                 "OTEL_EXPORTER_OTLP_CLIENT_KEY",
             ),
             insecure=self.insecure(signal),
-            directory=directory,
+            directory=Path(self.optional_str("directory") or "otel-spans-data"),
         )
 
-    def exporter_kind(self, signal: str) -> ExporterKind:
+    def exporter_kind(self, signal: str, *, has_endpoint: bool) -> ExporterKind:
         key = f"{signal}.exporter"
         value = self.get(key)
         if value is None:
@@ -327,21 +327,11 @@ class _Resolver:
                 if value != "otlp":
                     raise self.fail(key, value, "otlp or none (otel-spans exports OTLP only)")
                 return "otlp"
-            return "otlp" if self.has_endpoint(signal) else "file"
+            return "otlp" if has_endpoint else "file"
         if value not in _EXPORTERS:
             raise self.fail(key, value, "one of " + ", ".join(_EXPORTERS))
         kind: ExporterKind = value
         return kind
-
-    def has_endpoint(self, signal: str) -> bool:
-        return (
-            self.get(f"{signal}.endpoint") is not None
-            or self.get("endpoint") is not None
-            or self.env_value(
-                f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"
-            )
-            is not None
-        )
 
     def protocol(self, signal: str) -> Protocol:
         key, value = "protocol", self.get("protocol")

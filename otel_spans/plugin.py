@@ -42,6 +42,11 @@ logger = logging.getLogger("otel_spans")
 
 #: A task entering one of these states means its span has work to do again.
 _ACTIVE_STATES = frozenset({"waiting", "queued", "processing", "no-worker"})
+#: Final states counted per span and prefix as tasks reach them. Dask's own per-group
+#: state counts forget an erred task as soon as the client releases it; these do not.
+_FINAL_STATES = frozenset({"memory", "erred"})
+#: States reported as a snapshot for spans exported unfinished (at shutdown).
+_PENDING_STATES = ("processing", "waiting", "queued", "no-worker")
 #: At most one "internal error" log line per this many seconds.
 _ERROR_LOG_EVERY = 60.0
 
@@ -89,6 +94,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._tracks: dict[str, _Track] = {}
         self._open: dict[str, Span] = {}
         self._reopened: dict[str, float] = {}
+        #: Dask span id -> (prefix, final state) -> tasks that reached it.
+        self._finished: dict[str, dict[tuple[str, str], int]] = {}
         self._seen = 0
         self._internal_errors = 0
         self._last_error_log = 0.0
@@ -150,7 +157,8 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        if finish not in _ACTIVE_STATES:
+        active = finish in _ACTIVE_STATES
+        if not active and finish not in _FINAL_STATES:
             return
         try:
             assert self._scheduler is not None
@@ -160,9 +168,16 @@ class OtelSpansPlugin(SchedulerPlugin):
             span_id = ts.group.span_id
             if not span_id:
                 return
-            track = self._tracks.get(span_id)
-            if track is not None and track.exports and span_id not in self._reopened:
-                self._reopened[span_id] = time()
+            if active:
+                track = self._tracks.get(span_id)
+                if track is not None and track.exports and span_id not in self._reopened:
+                    self._reopened[span_id] = time()
+            elif finish == "erred" or start == "processing":
+                counts = self._finished.get(span_id)
+                if counts is None:
+                    counts = self._finished[span_id] = {}
+                counter = (ts.group.prefix.name, finish)
+                counts[counter] = counts.get(counter, 0) + 1
         except Exception:
             self._internal_error("transition")
 
@@ -255,10 +270,14 @@ class OtelSpansPlugin(SchedulerPlugin):
         stop = span.stop
         groups = list(span.traverse_groups())
         states: dict[str, int] = {}
-        for tg in groups:
-            for state, count in tg.states.items():
-                if count:
-                    states[state] = states.get(state, 0) + count
+        for node in span.traverse_spans():
+            for (_, state), count in self._finished.get(node.id, {}).items():
+                states[state] = states.get(state, 0) + count
+        if not done:
+            for tg in groups:
+                for state, count in tg.states.items():
+                    if count and state in _PENDING_STATES:
+                        states[state] = states.get(state, 0) + count
         return SpanRecord(
             uuid=span.id,
             tags=tuple(str(tag) for tag in span.name),
@@ -273,6 +292,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             compute_start_ns=ns(span.start),
             done=done,
             states=tuple(sorted(states.items())),
+            tasks=sum(len(tg) for tg in groups),
             task_groups=len(groups),
             nbytes=sum(tg.nbytes_total for tg in groups),
             task_duration=sum(tg.duration for tg in groups),

@@ -48,8 +48,11 @@ class SpanRecord:
     #: Earliest task start in the span tree; 0 when no task finished computing.
     compute_start_ns: int
     done: bool
-    #: Task counts by scheduler state over the span tree; only non-zero states.
+    #: Tasks of the span tree by the final state they reached ("memory": computed,
+    #: "erred": failed), plus, on unfinished spans, those still pending by state.
     states: tuple[tuple[str, int], ...]
+    #: Tasks in the span tree (sizes of its task groups).
+    tasks: int
     task_groups: int
     nbytes: int
     #: Sum of all task action durations in the span tree, seconds.
@@ -60,7 +63,3 @@ class SpanRecord:
     @property
     def erred(self) -> int:
         return dict(self.states).get("erred", 0)
-
-    @property
-    def tasks(self) -> int:
-        return sum(count for _, count in self.states)

@@ -18,7 +18,6 @@ SCOPE_NAME: Final = "otel_spans"
 # -- resource -------------------------------------------------------------------------
 SERVICE_NAME: Final = "service.name"
 SERVICE_INSTANCE_ID: Final = "service.instance.id"
-SERVICE_VERSION: Final = "service.version"
 DASK_SCHEDULER_ADDRESS: Final = "dask.scheduler.address"
 DASK_CLUSTER_NAME: Final = "dask.cluster.name"
 DASK_VERSION: Final = "dask.distributed.version"
@@ -50,14 +49,5 @@ DASK_SPAN_CODE_COUNT: Final = "dask.span.code.count"
 CODE_FILE_PATH: Final = "code.file.path"
 CODE_LINE_NUMBER: Final = "code.line.number"
 
-#: The task states whose counts become ``dask.span.tasks.<state>`` attributes.
-TASK_STATES: Final = (
-    "memory",
-    "erred",
-    "released",
-    "forgotten",
-    "processing",
-    "waiting",
-    "queued",
-    "no-worker",
-)
+DASK_SPAN_TASKS_MEMORY: Final = "dask.span.tasks.memory"
+DASK_SPAN_TASKS_ERRED: Final = "dask.span.tasks.erred"

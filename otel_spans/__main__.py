@@ -1,0 +1,34 @@
+"""``otel-spans`` / ``python -m otel_spans``: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="otel-spans", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("demo", help="run a nested-span Dask workflow and show its trace")
+    tree = commands.add_parser("tree", help="print the traces in OTLP/JSON files as a timeline")
+    tree.add_argument("path", help="an OTLP/JSON lines file or a directory of them")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from otel_spans.demo import main as demo
+
+        return demo()
+    from pathlib import Path
+
+    from otel_spans.report.load import InputError, load_spans
+    from otel_spans.report.tree import render_tree
+
+    try:
+        print(render_tree(load_spans(Path(args.path))))
+    except InputError as e:
+        print(f"otel-spans: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Reading exported telemetry back: loading OTLP/JSON and summarising it."""

@@ -1,0 +1,106 @@
+"""Load spans from OTLP/JSON lines: our embedded default files or the collector's file exporter.
+
+Loading is separate from analysis and rendering: it yields plain :class:`LoadedSpan`
+values and reports malformed input as :class:`InputError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class InputError(ValueError):
+    """Input that is not OTLP/JSON; the message names the file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSpan:
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any] = field(default_factory=dict)
+    status_code: int = 0
+    status_message: str = ""
+    service_name: str = ""
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+
+def any_value(value: dict[str, Any]) -> Any:
+    """Decode an OTLP/JSON ``AnyValue``."""
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "arrayValue" in value:
+        return [any_value(v) for v in value["arrayValue"].get("values", [])]
+    if "kvlistValue" in value:
+        return attributes(value["kvlistValue"].get("values", []))
+    if "bytesValue" in value:
+        return value["bytesValue"]
+    return None
+
+
+def attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {item["key"]: any_value(item.get("value", {})) for item in items}
+
+
+def files_in(path: Path) -> list[Path]:
+    """A file, or the ``traces*.json*`` files of a directory, in name order."""
+    if path.is_dir():
+        return sorted(
+            p for p in path.iterdir() if p.name.startswith("traces") and ".json" in p.name
+        )
+    if path.exists():
+        return [path]
+    raise InputError(f"{path}: no such file or directory")
+
+
+def load_spans(path: Path) -> Iterator[LoadedSpan]:
+    """Every span in ``path`` (a file or a directory of OTLP/JSON lines files)."""
+    for file in files_in(path):
+        with file.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    request = json.loads(line)
+                    yield from _spans_of(request)
+                except (ValueError, KeyError, TypeError, AttributeError) as e:
+                    raise InputError(
+                        f"{file}:{lineno}: not an OTLP/JSON trace request ({e})"
+                    ) from None
+
+
+def _spans_of(request: dict[str, Any]) -> Iterator[LoadedSpan]:
+    for resource_spans in request.get("resourceSpans", []):
+        resource = attributes(resource_spans.get("resource", {}).get("attributes", []))
+        service = str(resource.get("service.name", ""))
+        for scope_spans in resource_spans.get("scopeSpans", []):
+            for span in scope_spans.get("spans", []):
+                status = span.get("status", {})
+                yield LoadedSpan(
+                    trace_id=span["traceId"],
+                    span_id=span["spanId"],
+                    parent_span_id=span.get("parentSpanId", ""),
+                    name=span["name"],
+                    start_ns=int(span["startTimeUnixNano"]),
+                    end_ns=int(span["endTimeUnixNano"]),
+                    attributes=attributes(span.get("attributes", [])),
+                    status_code=int(status.get("code", 0)),
+                    status_message=status.get("message", ""),
+                    service_name=service,
+                )

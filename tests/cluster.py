@@ -1,0 +1,83 @@
+"""A real Dask cluster with otel-spans enabled the way users enable it, and async polling.
+
+The scheduler runs on the test's event loop, so waiting for exported data must yield
+to the loop (``await_until``) rather than block it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import dask.config
+from distributed import Client, Scheduler, Worker
+from distributed.utils_test import gen_test
+
+T = TypeVar("T")
+
+
+def cluster_test(timeout: float = 60) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``gen_test`` without distributed's global thread-leak check.
+
+    The loopback receiver's gRPC server grows its thread pool lazily during the test,
+    which that check would report. otel-spans' own threads are checked precisely
+    instead: :func:`traced_cluster` asserts none survive the scheduler's close.
+    """
+    return gen_test(timeout=timeout, clean_kwargs={"threads": False})
+
+
+def otel_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("otel-spans-")]
+
+
+#: Fast export for tests: spans leave 100 ms after they finish.
+FAST = {"otel-spans.traces.linger": "100ms", "otel-spans.traces.poll-interval": "50ms"}
+
+
+async def await_until(
+    predicate: Callable[[], T | None | Awaitable[T | None]],
+    timeout: float = 15.0,
+    message: str | Callable[[], str] = "condition was not met",
+    interval: float = 0.05,
+) -> T:
+    """Poll ``predicate`` (sync or async) with a deadline, yielding to the event loop."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            raise AssertionError(message() if callable(message) else message)
+        await asyncio.sleep(interval)
+
+
+@asynccontextmanager
+async def traced_cluster(
+    config: Mapping[str, Any], n_workers: int = 2
+) -> AsyncIterator[tuple[Client, Scheduler]]:
+    """Scheduler with ``preload: [otel_spans]`` from dask.config, workers, and a client."""
+    full = {"distributed.scheduler.preload": ["otel_spans"], **FAST, **config}
+    with dask.config.set(full):
+        async with Scheduler(host="127.0.0.1", dashboard_address=":0", port=0) as scheduler:
+            workers = [
+                Worker(scheduler.address, host="127.0.0.1", nthreads=1) for _ in range(n_workers)
+            ]
+            await asyncio.gather(*workers)
+            try:
+                async with Client(scheduler.address, asynchronous=True) as client:
+                    yield client, scheduler
+            finally:
+                await asyncio.gather(*(w.close() for w in workers))
+    assert not otel_threads(), f"otel-spans threads survived the scheduler: {otel_threads()}"
+
+
+async def stats(client: Client) -> dict[str, Any]:
+    """otel-spans' own counters, through the scheduler handler users call."""
+    result: dict[str, Any] = await client.scheduler.otel_spans_stats()
+    return result

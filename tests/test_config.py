@@ -1,0 +1,239 @@
+"""Settings resolution: precedence of dask.config over OTEL_*, and eager, clear errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import pytest
+
+from otel_spans.config import ConfigError, Settings, check_keys
+
+
+@pytest.fixture(autouse=True)
+def _clean_config() -> Iterator[None]:
+    with dask.config.set({"otel-spans": {}}):
+        yield
+
+
+def resolve(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    return Settings.from_config(overrides, environ=env or {})
+
+
+def test_defaults_write_files_when_no_endpoint_anywhere() -> None:
+    s = resolve()
+    assert s.enabled
+    assert s.traces.target.kind == "file"
+    assert s.traces.target.directory == Path("otel-spans-data")
+    assert s.service_name is None
+    assert s.traces.linger == 2.0
+    assert s.traces.poll_interval == 0.5
+    assert s.max_attribute_length == 4096
+
+
+def test_general_env_endpoint_grpc_default() -> None:
+    s = resolve({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"})
+    assert s.traces.target.kind == "otlp"
+    assert s.traces.target.protocol == "grpc"
+    assert s.traces.target.endpoint == "http://collector:4317"
+
+
+def test_http_appends_signal_path_to_general_endpoint_only() -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+    }
+    assert resolve(env).traces.target.endpoint == "http://collector:4318/v1/traces"
+    env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://other:9999/custom"
+    assert resolve(env).traces.target.endpoint == "http://other:9999/custom"
+
+
+def test_dask_config_beats_environment() -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://env:4317",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_HEADERS": "a=1",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "2500",
+        "OTEL_SERVICE_NAME": "from-env",
+    }
+    s = resolve(env)
+    assert s.traces.target.endpoint == "http://env:4317"
+    assert s.traces.target.headers == {"a": "1"}
+    assert s.traces.target.timeout == 2.5  # milliseconds, as the OTel spec says
+    assert s.service_name == "from-env"
+    s = resolve(
+        env,
+        endpoint="http://dask:4318",
+        protocol="http/protobuf",
+        headers={"b": "2"},
+        timeout="3s",
+        service_name="from-dask",
+    )
+    assert s.traces.target.endpoint == "http://dask:4318/v1/traces"
+    assert s.traces.target.headers == {"b": "2"}
+    assert s.traces.target.timeout == 3.0
+    assert s.service_name == "from-dask"
+
+
+def test_signal_specific_dask_key_beats_general_one() -> None:
+    s = resolve(endpoint="http://general:4317", traces={"endpoint": "http://traces:4317"})
+    assert s.traces.target.endpoint == "http://traces:4317"
+
+
+def test_env_headers_are_url_decoded() -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317",
+        "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20abc, x-tenant = t1",
+    }
+    assert resolve(env).traces.target.headers == {"Authorization": "Bearer abc", "x-tenant": "t1"}
+
+
+def test_sdk_disabled_and_traces_exporter_none() -> None:
+    assert not resolve({"OTEL_SDK_DISABLED": "true"}).enabled
+    assert resolve({"OTEL_SDK_DISABLED": "false"}).enabled
+    assert resolve({"OTEL_TRACES_EXPORTER": "none"}).traces.target.kind == "none"
+    assert resolve(traces={"exporter": "none"}).traces.target.kind == "none"
+
+
+def test_insecure_and_compression_from_env() -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4317",
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+    }
+    target = resolve(env).traces.target
+    assert target.insecure is True
+    assert target.compression == "gzip"
+
+
+def test_certificate_must_exist(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4317"}
+    assert resolve(env, certificate=str(ca)).traces.target.certificate == str(ca)
+    with pytest.raises(ConfigError, match=r"otel-spans\.certificate: invalid value '/nope'"):
+        resolve(env, certificate="/nope")
+
+
+def test_describe_never_shows_header_values() -> None:
+    s = resolve(endpoint="http://c:4317", headers={"authorization": "Bearer s3cr3t"})
+    assert "s3cr3t" not in s.traces.target.describe()
+    assert "s3cr3t" not in repr(s.traces.target.describe())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "env", "message"),
+    [
+        (
+            {"protocol": "udp"},
+            {},
+            r"otel-spans\.protocol: invalid value 'udp'; expected grpc or http/protobuf",
+        ),
+        (
+            {},
+            {"OTEL_EXPORTER_OTLP_PROTOCOL": "thrift"},
+            r"OTEL_EXPORTER_OTLP_PROTOCOL: invalid value 'thrift'",
+        ),
+        (
+            {"endpoint": "collector:4317"},
+            {},
+            r"otel-spans\.endpoint: invalid value 'collector:4317'; expected an http://",
+        ),
+        ({"endpoint": "http://:4317"}, {}, r"otel-spans\.endpoint: invalid value"),
+        ({"endpoint": "http://c:99999"}, {}, r"otel-spans\.endpoint: invalid value"),
+        ({"endpoint": 4317}, {}, r"otel-spans\.endpoint: invalid value 4317"),
+        (
+            {},
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://c"},
+            r"OTEL_EXPORTER_OTLP_ENDPOINT: invalid value 'ftp://c'",
+        ),
+        (
+            {"queue_size": -1},
+            {},
+            r"otel-spans\.queue-size: invalid value -1; expected an integer >= 1",
+        ),
+        ({"queue_size": "many"}, {}, r"otel-spans\.queue-size: invalid value 'many'"),
+        ({"batch_size": 0}, {}, r"otel-spans\.batch-size: invalid value 0"),
+        ({"batch_size": True}, {}, r"otel-spans\.batch-size: invalid value True"),
+        ({"shutdown_timeout": "-1s"}, {}, r"otel-spans\.shutdown-timeout: invalid value '-1s'"),
+        (
+            {"shutdown_timeout": "soon"},
+            {},
+            r"otel-spans\.shutdown-timeout: invalid value 'soon'; expected a duration",
+        ),
+        (
+            {"traces": {"poll-interval": 0}},
+            {},
+            r"otel-spans\.traces\.poll-interval: invalid value 0; expected a positive duration",
+        ),
+        ({"traces": {"linger": [1]}}, {}, r"otel-spans\.traces\.linger: invalid value \[1\]"),
+        (
+            {"traces": {"exporter": "zipkin"}},
+            {},
+            r"traces\.exporter: invalid value 'zipkin'; expected one of otlp, file, none",
+        ),
+        ({}, {"OTEL_TRACES_EXPORTER": "zipkin"}, r"OTEL_TRACES_EXPORTER: invalid value 'zipkin'"),
+        (
+            {"enabled": "yes"},
+            {},
+            r"otel-spans\.enabled: invalid value 'yes'; expected true or false",
+        ),
+        ({}, {"OTEL_SDK_DISABLED": "1"}, r"OTEL_SDK_DISABLED: invalid value '1'"),
+        (
+            {},
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1", "OTEL_EXPORTER_OTLP_TIMEOUT": "-5"},
+            r"OTEL_EXPORTER_OTLP_TIMEOUT: invalid value '-5'",
+        ),
+        (
+            {"compression": "zstd"},
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1"},
+            r"otel-spans\.compression: invalid value 'zstd'; expected gzip or none",
+        ),
+        (
+            {"headers": ["a"]},
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1"},
+            r"otel-spans\.headers: invalid value \['a'\]; expected a mapping",
+        ),
+        (
+            {"resource_attributes": {"a": [1]}},
+            {},
+            r"otel-spans\.resource-attributes: invalid value",
+        ),
+        ({"max_attribute_length": 0}, {}, r"otel-spans\.max-attribute-length: invalid value 0"),
+        ({"service_name": ""}, {}, r"otel-spans\.service-name: invalid value ''"),
+        ({"traces": "fast"}, {}, r"otel-spans\.traces: invalid value 'fast'; expected a mapping"),
+        (
+            {"endpont": "http://c:4317"},
+            {},
+            r"otel-spans\.endpont: unknown key; allowed keys here: .*endpoint",
+        ),
+        ({"traces": {"lingr": "1s"}}, {}, r"otel-spans\.traces\.lingr: unknown key"),
+    ],
+)
+def test_bad_values_name_key_value_and_what_is_allowed(
+    overrides: dict[str, Any], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve(env, **overrides)
+
+
+def test_secret_headers_are_not_echoed_in_errors() -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1", "OTEL_EXPORTER_OTLP_HEADERS": "tok3n"}
+    with pytest.raises(ConfigError) as info:
+        resolve(env)
+    assert "OTEL_EXPORTER_OTLP_HEADERS" in str(info.value)
+    assert "tok3n" not in str(info.value)
+
+
+def test_dask_config_namespace_is_read() -> None:
+    with dask.config.set({"otel-spans.endpoint": "http://from-dask-config:4317"}):
+        s = Settings.from_config(environ={})
+    assert s.traces.target.endpoint == "http://from-dask-config:4317"
+
+
+def test_check_keys_on_client_side() -> None:
+    check_keys({"endpoint": "x", "traces": {"linger": "1s"}})
+    with pytest.raises(ConfigError, match="unknown key"):
+        check_keys({"endpoints": "x"})

@@ -1,0 +1,254 @@
+"""Dask spans arrive at a real OTLP receiver as OTel spans: tree, ids, times, attributes."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import dask
+import dask.array as da
+import pytest
+from dask.delayed import delayed
+from distributed import Client, span
+from distributed.utils_test import gen_cluster
+
+from otel_spans import OtelSpansPlugin, ids
+from tests.cluster import await_until, cluster_test, traced_cluster
+from tests.servers.otlp_receiver import OtlpReceiver
+from tests.servers.otlp_views import ReceivedSpan
+
+ERROR = 2
+INTERNAL = 1  # protobuf enum value of SPAN_KIND_INTERNAL
+
+
+def by_name(spans: list[ReceivedSpan]) -> dict[str, ReceivedSpan]:
+    return {s.name: s for s in spans}
+
+
+async def wait_spans(
+    receiver: OtlpReceiver, predicate: Callable[[list[ReceivedSpan]], bool], timeout: float = 20
+) -> list[ReceivedSpan]:
+    def ready() -> list[ReceivedSpan] | None:
+        got = receiver.spans()
+        return got if predicate(got) else None
+
+    return await await_until(
+        ready, timeout, lambda: f"spans so far: {[s.name for s in receiver.spans()]}"
+    )
+
+
+def names_present(*names: str) -> Callable[[list[ReceivedSpan]], bool]:
+    return lambda spans: set(names) <= {s.name for s in spans}
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@cluster_test()
+async def test_nested_spans_form_one_trace(otlp_receiver: OtlpReceiver, protocol: str) -> None:
+    endpoint = otlp_receiver.grpc_endpoint if protocol == "grpc" else otlp_receiver.http_endpoint
+    config = {
+        "otel-spans.endpoint": endpoint,
+        "otel-spans.protocol": protocol,
+        "otel-spans.cluster-name": "test-cluster",
+        "distributed.diagnostics.computations.nframes": 1,
+    }
+    async with traced_cluster(config) as (client, scheduler):
+        with span("Alice's workflow") as root_id:
+            with span("data load") as load_id:
+                a = client.persist(da.random.random((400, 400), chunks=100))
+            with span("ML preprocessing") as prep_id:
+                b = client.persist(a - a.mean(axis=0))
+            total = await client.compute(b.sum())
+        assert abs(total) < 1e-6
+        got = await wait_spans(
+            otlp_receiver, names_present("Alice's workflow", "data load", "ML preprocessing")
+        )
+        ext = scheduler.extensions["spans"]
+        dask_root = ext.spans[root_id]
+
+    spans = by_name(got)
+    root, load, prep = spans["Alice's workflow"], spans["data load"], spans["ML preprocessing"]
+    # one trace, ids derived from the Dask uuids, parents mirroring the Dask tree
+    assert {s.trace_id for s in (root, load, prep)} == {f"{ids.trace_id_for(root_id):032x}"}
+    assert root.span_id == f"{ids.dask_span_id(root_id):016x}"
+    assert load.span_id == f"{ids.dask_span_id(load_id):016x}"
+    assert prep.span_id == f"{ids.dask_span_id(prep_id):016x}"
+    assert root.parent_span_id == ""
+    assert load.parent_span_id == prep.parent_span_id == root.span_id
+    assert {s.kind for s in spans.values()} == {INTERNAL}
+    assert {s.transport for s in spans.values()} == {"grpc" if protocol == "grpc" else "http"}
+    # times: the root covers its children and matches the scheduler's own view
+    assert root.start_ns == int(dask_root.enqueued * 1e9)
+    assert root.end_ns == int(dask_root.stop * 1e9)
+    assert root.start_ns <= load.start_ns < load.end_ns <= root.end_ns
+    assert root.start_ns <= prep.start_ns < prep.end_ns <= root.end_ns
+    # attributes
+    assert root.attributes["dask.span.id"] == root_id
+    assert root.attributes["dask.span.name"] == ["Alice's workflow"]
+    assert load.attributes["dask.span.name"] == ["Alice's workflow", "data load"]
+    assert load.attributes["dask.span.tasks"] == 16
+    assert load.attributes["dask.span.tasks.memory"] == 16
+    assert load.attributes["dask.span.nbytes"] == 400 * 400 * 8
+    assert root.attributes["dask.span.tasks"] == dask_root_tasks(dask_root)
+    assert root.attributes["dask.span.task_duration"] > 0
+    assert root.attributes["dask.span.active_cpu_seconds"] > 0
+    assert root.attributes["dask.span.done"] is True
+    assert "persist" in load.attributes["dask.span.code"]
+    assert load.attributes["code.file.path"].endswith("test_traces.py")
+    assert root.status_code == 0
+    resource = root.resource
+    assert resource["service.name"] == "dask"
+    assert resource["dask.cluster.name"] == "test-cluster"
+    assert resource["dask.scheduler.address"].startswith("tcp://127.0.0.1:")
+    assert resource["service.instance.id"].startswith("Scheduler-")
+
+
+def dask_root_tasks(dask_span: object) -> int:
+    return sum(len(tg) for tg in dask_span.traverse_groups())  # type: ignore[attr-defined]
+
+
+@gen_cluster(client=True, nthreads=[("127.0.0.1", 1)], clean_kwargs={"threads": False})
+async def test_register_plugin_on_running_cluster(
+    c: Client, s: object, a: object, otlp_receiver: OtlpReceiver
+) -> None:
+    await c.register_plugin(
+        OtelSpansPlugin(
+            endpoint=otlp_receiver.grpc_endpoint,
+            service_name="analytics",
+            traces={"linger": "100ms", "poll_interval": "50ms"},
+        )
+    )
+    with span("registered"):
+        assert await c.submit(sum, [1, 2, 3]) == 6
+    (got,) = await wait_spans(otlp_receiver, names_present("registered"))
+    assert got.resource["service.name"] == "analytics"
+    assert got.attributes["dask.span.tasks.memory"] == 1
+
+
+@cluster_test()
+async def test_every_default_span_is_its_own_trace(otlp_receiver: OtlpReceiver) -> None:
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, s):
+        assert await client.submit(lambda: 1, pure=False) == 1
+        await wait_spans(otlp_receiver, lambda got: len(got) == 1)
+        assert await client.submit(lambda: 2, pure=False) == 2
+        got = await wait_spans(otlp_receiver, lambda got: len(got) == 2)
+    assert [g.name for g in got] == ["default", "default"]
+    assert got[0].trace_id != got[1].trace_id
+    assert {g.parent_span_id for g in got} == {""}
+
+
+def fail(x: int) -> int:
+    raise RuntimeError(f"bad input {x}")
+
+
+@cluster_test()
+async def test_erred_tasks_make_the_span_tree_an_error(otlp_receiver: OtlpReceiver) -> None:
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, s):
+        with span("pipeline"), span("step"):
+            futures = client.map(fail, range(3)) + client.map(abs, range(4))
+            results = await client.gather(futures, errors="skip")
+        assert results == [0, 1, 2, 3]
+        del futures  # the erred tasks are released and forgotten; the count must stay
+        got = by_name(await wait_spans(otlp_receiver, names_present("pipeline", "step")))
+    for name in ("pipeline", "step"):
+        assert got[name].status_code == ERROR
+        assert got[name].status_message == "3 of 7 tasks erred"
+        assert got[name].attributes["dask.span.tasks.erred"] == 3
+        assert got[name].attributes["dask.span.tasks.memory"] == 4
+
+
+@cluster_test()
+async def test_reopened_span_is_exported_as_a_linked_continuation(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, s):
+        with span("session") as session_id:
+            assert await client.submit(abs, -1) == 1
+            first = await wait_spans(otlp_receiver, names_present("session"))
+            # More work lands in the already exported span, and a sub-span under it:
+            # the span reopens. (Distinct functions: tasks of a live task group would
+            # join the old group's span instead of the new one.)
+            second = client.submit(operator.neg, 2)
+            with span("late child"):
+                third = client.submit(str, 3)
+            assert await second == -2
+            assert await third == "3"
+        got = await wait_spans(
+            otlp_receiver,
+            lambda got: (
+                [g.name for g in got].count("session") == 2 and names_present("late child")(got)
+            ),
+        )
+    original = first[0]
+    assert original.attributes["dask.span.tasks.memory"] == 1
+    continuation = [g for g in got if g.name == "session" and g.span_id != original.span_id][0]
+    assert continuation.span_id == f"{ids.dask_span_id(session_id, 1):016x}"
+    assert continuation.trace_id == original.trace_id
+    assert continuation.parent_span_id == original.span_id
+    assert continuation.attributes["dask.span.continuation"] == 1
+    assert continuation.attributes["dask.span.tasks.memory"] == 3
+    assert [(link.span_id, link.attributes) for link in continuation.links] == [
+        (original.span_id, {"dask.span.continuation": 0})
+    ]
+    assert continuation.start_ns >= original.end_ns
+    late = by_name(got)["late child"]
+    assert late.parent_span_id == original.span_id
+    assert len({g.span_id for g in got}) == len(got)
+
+
+@cluster_test(90)
+async def test_collection_types_each_get_their_span(otlp_receiver: OtlpReceiver) -> None:
+    import dask.dataframe as dd
+    import pandas as pd
+
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, s):
+        with span("kinds"):
+            with span("submit"):
+                assert await client.submit(abs, -1) == 1
+            with span("map"):
+                # (another function than above: a live task group keeps its first span)
+                assert await client.gather(client.map(operator.neg, [1, 2, 3])) == [-1, -2, -3]
+            with span("array"):
+                assert await client.compute(da.arange(100, chunks=10).sum()) == 4950
+            with span("dataframe"):
+                pdf = pd.DataFrame({"x": range(100), "y": [i % 3 for i in range(100)]})
+                ddf = dd.from_pandas(pdf, npartitions=4)
+                result = await client.compute(ddf.groupby("y").x.sum())
+                assert result.sum() == 4950
+            with span("delayed"):
+                parts = [delayed(abs)(-i) for i in range(5)]
+                assert await client.compute(delayed(sum)(parts)) == 10
+        names = ("kinds", "submit", "map", "array", "dataframe", "delayed")
+        got = by_name(await wait_spans(otlp_receiver, names_present(*names)))
+    for name in names[1:]:
+        assert got[name].parent_span_id == got["kinds"].span_id, name
+        assert got[name].attributes["dask.span.tasks.memory"] >= 1, name
+    assert got["map"].attributes["dask.span.tasks.memory"] == 3
+    assert got["delayed"].attributes["dask.span.tasks.memory"] == 6
+    assert got["kinds"].attributes["dask.span.tasks.memory"] == sum(
+        got[n].attributes["dask.span.tasks.memory"] for n in names[1:]
+    )
+
+
+@cluster_test()
+async def test_unfinished_spans_are_flushed_at_shutdown(otlp_receiver: OtlpReceiver) -> None:
+    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, "otel-spans.traces.linger": "1h"}
+    async with traced_cluster(config) as (client, scheduler):
+        with span("finished but lingering"):
+            assert await client.submit(abs, -5) == 5
+        with span("still running"):
+            future = client.submit(_block, 2)
+        await await_until(lambda: any(ts.state == "processing" for ts in scheduler.tasks.values()))
+        assert otlp_receiver.spans() == []
+        await scheduler.close()
+        # close() exported both without waiting for the linger or the running task
+        got = by_name(otlp_receiver.spans())
+        del future
+    assert got["finished but lingering"].attributes["dask.span.done"] is True
+    assert got["still running"].attributes["dask.span.done"] is False
+    assert got["still running"].attributes["dask.span.tasks.processing"] == 1
+
+
+def _block(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)

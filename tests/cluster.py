@@ -39,7 +39,7 @@ FAST = {"otel-spans.traces.linger": "100ms", "otel-spans.traces.poll-interval": 
 
 
 async def await_until(
-    predicate: Callable[[], T | None | Awaitable[T | None]],
+    predicate: Callable[[], T | Awaitable[T | None] | None],
     timeout: float = 15.0,
     message: str | Callable[[], str] = "condition was not met",
     interval: float = 0.05,

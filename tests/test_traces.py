@@ -5,7 +5,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 
-import dask
 import dask.array as da
 import pytest
 from dask.delayed import delayed
@@ -126,7 +125,7 @@ async def test_register_plugin_on_running_cluster(
 
 @cluster_test()
 async def test_every_default_span_is_its_own_trace(otlp_receiver: OtlpReceiver) -> None:
-    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, s):
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, _s):
         assert await client.submit(lambda: 1, pure=False) == 1
         await wait_spans(otlp_receiver, lambda got: len(got) == 1)
         assert await client.submit(lambda: 2, pure=False) == 2
@@ -142,7 +141,7 @@ def fail(x: int) -> int:
 
 @cluster_test()
 async def test_erred_tasks_make_the_span_tree_an_error(otlp_receiver: OtlpReceiver) -> None:
-    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, s):
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, _s):
         with span("pipeline"), span("step"):
             futures = client.map(fail, range(3)) + client.map(abs, range(4))
             results = await client.gather(futures, errors="skip")
@@ -160,7 +159,7 @@ async def test_erred_tasks_make_the_span_tree_an_error(otlp_receiver: OtlpReceiv
 async def test_reopened_span_is_exported_as_a_linked_continuation(
     otlp_receiver: OtlpReceiver,
 ) -> None:
-    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, s):
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, _s):
         with span("session") as session_id:
             assert await client.submit(abs, -1) == 1
             first = await wait_spans(otlp_receiver, names_present("session"))
@@ -180,7 +179,7 @@ async def test_reopened_span_is_exported_as_a_linked_continuation(
         )
     original = first[0]
     assert original.attributes["dask.span.tasks.memory"] == 1
-    continuation = [g for g in got if g.name == "session" and g.span_id != original.span_id][0]
+    continuation = next(g for g in got if g.name == "session" and g.span_id != original.span_id)
     assert continuation.span_id == f"{ids.dask_span_id(session_id, 1):016x}"
     assert continuation.trace_id == original.trace_id
     assert continuation.parent_span_id == original.span_id
@@ -200,7 +199,7 @@ async def test_collection_types_each_get_their_span(otlp_receiver: OtlpReceiver)
     import dask.dataframe as dd
     import pandas as pd
 
-    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, s):
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, _s):
         with span("kinds"):
             with span("submit"):
                 assert await client.submit(abs, -1) == 1

@@ -47,9 +47,11 @@ class PipelineStats:
     dropped: int
     #: Handed to the exporter, which gave up (collector down, timeout, refused).
     failed: int
-    #: Still queued when shutdown's deadline passed.
+    #: Still queued, or being sent, when shutdown's deadline passed.
     unsent: int
     queued: int
+    #: In the batch the exporter thread is sending right now.
+    sending: int
 
     @property
     def lost(self) -> int:
@@ -85,7 +87,9 @@ class ExportPipeline(Generic[R]):
         self._items: deque[R] = deque()
         self._cond = threading.Condition()
         self._closing = False
+        self._abandoned = False
         self._submitted = self._exported = self._dropped = self._failed = self._unsent = 0
+        self._sending = 0
         self._last_warning = 0.0
         self._thread = threading.Thread(
             target=self._run, name=f"otel-spans-{signal}-exporter", daemon=True
@@ -126,6 +130,7 @@ class ExportPipeline(Generic[R]):
                 failed=self._failed,
                 unsent=self._unsent,
                 queued=len(self._items),
+                sending=self._sending,
             )
 
     # -- exporter thread ------------------------------------------------------------------
@@ -134,6 +139,7 @@ class ExportPipeline(Generic[R]):
             if len(self._items) < self._batch_size and not self._closing:
                 self._cond.wait(_BATCH_WAIT)
             n = min(len(self._items), self._batch_size)
+            self._sending = n
             return [self._items.popleft() for _ in range(n)]
 
     def _run(self) -> None:
@@ -149,6 +155,9 @@ class ExportPipeline(Generic[R]):
                 logger.exception("otel-spans: exporting %d %s failed", len(batch), self.signal)
                 ok = False
             with self._cond:
+                if self._abandoned:
+                    return  # close() already counted this batch as unsent
+                self._sending = 0
                 if ok:
                     self._exported += len(batch)
                 else:
@@ -163,7 +172,11 @@ class ExportPipeline(Generic[R]):
             self._cond.notify_all()
         self._thread.join(max(0.0, deadline - time.monotonic()))
         with self._cond:
-            self._unsent += len(self._items)
+            # A batch still being sent when the deadline passed is abandoned with the
+            # thread (a daemon): count it as unsent now, so no record goes uncounted.
+            self._unsent += len(self._items) + self._sending
+            self._sending = 0
+            self._abandoned = True
             self._items.clear()
         # Abort retries still in flight; the exporter's own shutdown can block, so it
         # gets a thread and the rest of the budget, never more.

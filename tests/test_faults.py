@@ -1,0 +1,175 @@
+"""A collector that is down, hangs or dies never changes results, speed or shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from distributed import Client, LocalCluster, Scheduler, span
+
+from otel_spans.config import ConfigError
+from tests.cluster import await_until, cluster_test, stats, traced_cluster
+from tests.servers.otlp_receiver import OtlpReceiver
+from tests.servers.ports import free_port, wait_until
+from tests.servers.rotel import RotelCollector
+
+
+def accounted(traces: dict[str, int]) -> int:
+    """Every submitted record is in exactly one bucket."""
+    return (
+        traces["exported"]
+        + traces["dropped"]
+        + traces["failed"]
+        + traces["unsent"]
+        + traces["queued"]
+        + traces["sending"]
+    )
+
+
+async def ping_latency(client: Client) -> float:
+    start = time.perf_counter()
+    await client.scheduler.identity()
+    return time.perf_counter() - start
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+@cluster_test(90)
+async def test_collector_down_for_the_whole_run() -> None:
+    config = {
+        "otel-spans.endpoint": f"http://127.0.0.1:{free_port()}",  # nothing listens
+        "otel-spans.timeout": "500ms",
+        "otel-spans.shutdown-timeout": "2s",
+    }
+    async with traced_cluster(config) as (client, scheduler):
+        latencies = []
+        for i in range(5):
+            with span(f"step {i}"):
+                # distinct key prefixes: a live task group would keep the first span
+                numbers = range(i * 100, i * 100 + 100)
+                futures = client.map(square, numbers, key=[f"sq{i}-{x}" for x in numbers])
+                assert sum(await client.gather(futures)) == sum(
+                    x * x for x in range(i * 100, i * 100 + 100)
+                )
+                latencies.append(await ping_latency(client))
+        traces = (await await_until(lambda: _failed_all(client, 5)))["traces"]
+        assert traces["exported"] == 0
+        assert accounted(traces) == traces["submitted"] == 5
+        started = time.perf_counter()
+        await scheduler.close()
+        assert time.perf_counter() - started < 2 + 1.5
+    assert max(latencies) < 0.5, latencies
+
+
+async def _failed_all(client: Client, n: int) -> dict | None:
+    current = await stats(client)
+    return current if current["traces"]["failed"] >= n else None
+
+
+@cluster_test(90)
+async def test_hanging_collector_drops_and_counts_and_shutdown_is_bounded(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    otlp_receiver.set_mode("hang")
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "otel-spans.timeout": "5s",
+        "otel-spans.queue-size": 2,
+        "otel-spans.batch-size": 1,
+        "otel-spans.shutdown-timeout": "1s",
+    }
+    async with traced_cluster(config) as (client, scheduler):
+        for i in range(8):
+            with span(f"burst {i}"):
+                assert await client.submit(square, i, key=f"sq{i}-0") == i * i
+        current = await await_until(lambda: _dropped_some(client))
+        traces = current["traces"]
+        # one in flight (hanging), two queued, the rest dropped
+        assert traces["sending"] == 1
+        assert traces["queued"] == 2
+        assert traces["dropped"] == traces["submitted"] - 3
+        assert await ping_latency(client) < 0.5
+        started = time.perf_counter()
+        await scheduler.close()
+        assert time.perf_counter() - started < 1 + 1.5
+    otlp_receiver.set_mode("ok")
+
+
+async def _dropped_some(client: Client) -> dict | None:
+    current = await stats(client)
+    traces = current["traces"]
+    return current if traces["submitted"] == 8 and traces["dropped"] else None
+
+
+def test_bad_configuration_stops_the_scheduler_start() -> None:
+    import dask.config
+
+    async def start() -> None:
+        async with Scheduler(host="127.0.0.1", dashboard_address=":0", port=0):
+            pass
+
+    with (
+        dask.config.set(
+            {"distributed.scheduler.preload": ["otel_spans"], "otel-spans.protocol": "udp"}
+        ),
+        pytest.raises(RuntimeError, match="Scheduler failed to start") as info,
+    ):
+        asyncio.run(start())
+    assert isinstance(info.value.__cause__, ConfigError)
+    assert str(info.value.__cause__) == (
+        "otel-spans.protocol: invalid value 'udp'; expected grpc or http/protobuf"
+    )
+
+
+def test_end_to_end_through_rotel_with_worker_processes_and_a_collector_restart(
+    otlp_receiver: OtlpReceiver, rotel: RotelCollector
+) -> None:
+    import dask.config
+
+    config = {
+        "distributed.scheduler.preload": ["otel_spans"],
+        "otel-spans.endpoint": rotel.grpc_endpoint,
+        "otel-spans.timeout": "1s",
+        "otel-spans.traces.linger": "100ms",
+        "otel-spans.traces.poll-interval": "50ms",
+    }
+    with (
+        dask.config.set(config),
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert all(not isinstance(w, str) for w in cluster.workers.values())
+
+        def run(name: str) -> None:
+            with span(name):
+                assert client.submit(sum, range(10), key=f"sum-{name}").result() == 45
+
+        def counters() -> dict:
+            return client.run_on_scheduler(
+                lambda dask_scheduler: dask_scheduler.plugins["otel-spans"].stats()
+            )["traces"]
+
+        run("before")
+        otlp_receiver.wait_for_spans(lambda s: s.name == "before", timeout=20)
+
+        rotel.kill()
+        run("during outage")
+        wait_until(lambda: counters()["failed"] >= 1, timeout=20, message=lambda: str(counters()))
+
+        rotel.restart()
+        run("after restart")
+        otlp_receiver.wait_for_spans(lambda s: s.name == "after restart", timeout=30)
+        names = {s.name for s in otlp_receiver.spans()}
+        assert "during outage" not in names
+        final = counters()
+        assert final["failed"] == 1
+        assert final["exported"] == 2

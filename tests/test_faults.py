@@ -132,7 +132,8 @@ def test_end_to_end_through_rotel_with_worker_processes_and_a_collector_restart(
     config = {
         "distributed.scheduler.preload": ["otel_spans"],
         "otel-spans.endpoint": rotel.grpc_endpoint,
-        "otel-spans.timeout": "1s",
+        # Room for the exporter's one retry after it rebuilds a channel broken by the kill.
+        "otel-spans.timeout": "3s",
         "otel-spans.traces.linger": "100ms",
         "otel-spans.traces.poll-interval": "50ms",
     }

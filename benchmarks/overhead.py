@@ -1,0 +1,184 @@
+"""Overhead of otel-spans: the same Dask workloads with and without it, in one process run.
+
+Each round starts a fresh LocalCluster (2 worker processes × 1 thread) twice — once
+plain, once with the otel-spans preload exporting over OTLP/gRPC to a real collector
+(rotel, discarding what it receives) — and times each workload. Which variant runs
+first alternates between rounds, so drift (caches, thermal, other load) hits both
+alike. Reported: per workload, the median of the per-round wall-time ratios
+(otel-spans / baseline) with min and max, and the same for the main process's CPU
+time (scheduler + client live in it; workers are other processes).
+
+The scheduler runs with ``worker-saturation: inf``, its fastest setting, so that the
+scheduler (where otel-spans' hooks run) is the bottleneck and overhead shows most.
+
+Usage::
+
+    python benchmarks/overhead.py               # 5 rounds, 20k tasks
+    python benchmarks/overhead.py --quick       # a smoke run for CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dask
+import dask.array as da
+from distributed import Client, LocalCluster, span
+
+Workload = Callable[[Client, int], object]
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def tiny_tasks(client: Client, n: int) -> object:
+    with span("tiny tasks"):
+        return sum(client.gather(client.map(inc, range(n))))
+
+
+def array_reduction(client: Client, n: int) -> object:
+    side = 4000 if n >= 20_000 else 1000
+    with span("array"), span("reduction"):
+        x = da.random.random((side, side), chunks=250)
+        return float((x - x.mean(axis=0)).std().compute())
+
+
+def nested_spans(client: Client, n: int) -> object:
+    total = 0
+    with span("nested"):
+        for i in range(50 if n >= 20_000 else 10):
+            with span(f"level1-{i % 5}"), span(f"level2-{i}"):
+                keys = [f"nest{i}-{j}" for j in range(20)]
+                total += sum(client.gather(client.map(inc, range(20), key=keys)))
+    return total
+
+
+WORKLOADS: dict[str, Workload] = {
+    "20k tiny tasks (client.map)": tiny_tasks,
+    "dask.array reduction": array_reduction,
+    "50 nested spans × 20 tasks": nested_spans,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def blackhole_collector() -> Iterator[str]:
+    """rotel receiving OTLP/gRPC on loopback and discarding it; yields its endpoint."""
+    import rotel
+
+    binary = os.path.join(os.path.dirname(rotel.__file__), "rotel-agent")
+    grpc_port, http_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [binary, "start", "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
+         "--otlp-http-endpoint", f"127.0.0.1:{http_port}", "--exporter", "blackhole"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", grpc_port), 0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("rotel did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{grpc_port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def run_variant(config: dict[str, Any], n: int) -> tuple[dict[str, tuple[float, float]], Any]:
+    """Time every workload on a fresh cluster; returns {workload: (wall s, cpu s)}."""
+    out = {}
+    with (
+        dask.config.set(config),
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        client.submit(inc, 0).result()  # warm the workers up
+        for name, workload in WORKLOADS.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            workload(client, n)
+            out[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+        stats = None
+        if "otel-spans" in cluster.scheduler.plugins:
+            stats = cluster.scheduler.plugins["otel-spans"].stats()
+    return out, stats
+
+
+def summarise(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.3f} [{min(ratios):.3f}–{max(ratios):.3f}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tasks", type=int, default=20_000)
+    parser.add_argument("--quick", action="store_true", help="2 rounds of 2k tasks")
+    parser.add_argument("--json", help="also write the raw results to this file")
+    args = parser.parse_args(argv)
+    rounds, n = (2, 2000) if args.quick else (args.rounds, args.tasks)
+
+    base = {
+        "distributed.scheduler.worker-saturation": float("inf"),
+        "distributed.admin.low-level-log-length": 0,
+        "logging.distributed": "error",
+    }
+    results: dict[str, dict[str, list[tuple[float, float]]]] = {"baseline": {}, "otel": {}}
+    last_stats = None
+    with blackhole_collector() as endpoint:
+        otel = {
+            **base,
+            "distributed.scheduler.preload": ["otel_spans"],
+            "otel-spans.endpoint": endpoint,
+        }
+        for r in range(rounds):
+            order = [("baseline", base), ("otel", otel)]
+            if r % 2:
+                order.reverse()
+            for variant, config in order:
+                timings, stats = run_variant(config, n)
+                last_stats = stats or last_stats
+                for name, value in timings.items():
+                    results[variant].setdefault(name, []).append(value)
+            print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+
+    print(f"\notel-spans overhead, {rounds} rounds, ratio = with / without (median [min–max])\n")
+    print("| workload | baseline wall s (median) | wall ratio | main-process CPU ratio |")
+    print("|---|---|---|---|")
+    for name in WORKLOADS:
+        base_runs, otel_runs = results["baseline"][name], results["otel"][name]
+        wall = [o[0] / b[0] for o, b in zip(otel_runs, base_runs, strict=True)]
+        cpu = [o[1] / b[1] for o, b in zip(otel_runs, base_runs, strict=True)]
+        base_wall = statistics.median(b[0] for b in base_runs)
+        print(f"| {name} | {base_wall:.2f} | {summarise(wall)} | {summarise(cpu)} |")
+    print(f"\nexporter counters of the last otel-spans run: {last_stats}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rounds": rounds, "tasks": n, "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -39,9 +40,9 @@ def test_dask_scheduler_cli_preload_with_otel_env(otlp_receiver: OtlpReceiver) -
         "DASK_OTEL_SPANS__TRACES__LINGER": "100ms",
     }
     address = f"tcp://127.0.0.1:{port}"
-    scheduler_args = ["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
+    scheduler_args = [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
     scheduler_args += ["--dashboard-address", ":0", "--preload", "otel_spans"]
-    worker_args = ["dask", "worker", address, "--nthreads", "1", "--host", "127.0.0.1"]
+    worker_args = [sys.executable, "-m", "dask", "worker", address, "--nthreads", "1", "--host", "127.0.0.1"]
     worker_args += ["--dashboard-address", ":0"]
     with process(scheduler_args, env) as scheduler:
         wait_for_port("127.0.0.1", port, timeout=30)
@@ -58,7 +59,7 @@ def test_dask_scheduler_cli_preload_with_otel_env(otlp_receiver: OtlpReceiver) -
 def test_dask_scheduler_cli_refuses_to_start_with_bad_config() -> None:
     port = free_port()
     env = {**os.environ, "DASK_OTEL_SPANS__PROTOCOL": "udp"}
-    args = ["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
+    args = [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
     args += ["--dashboard-address", ":0", "--preload", "otel_spans"]
     result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0

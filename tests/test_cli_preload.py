@@ -40,9 +40,28 @@ def test_dask_scheduler_cli_preload_with_otel_env(otlp_receiver: OtlpReceiver) -
         "DASK_OTEL_SPANS__TRACES__LINGER": "100ms",
     }
     address = f"tcp://127.0.0.1:{port}"
-    scheduler_args = [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
+    scheduler_args = [
+        sys.executable,
+        "-m",
+        "dask",
+        "scheduler",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     scheduler_args += ["--dashboard-address", ":0", "--preload", "otel_spans"]
-    worker_args = [sys.executable, "-m", "dask", "worker", address, "--nthreads", "1", "--host", "127.0.0.1"]
+    worker_args = [
+        sys.executable,
+        "-m",
+        "dask",
+        "worker",
+        address,
+        "--nthreads",
+        "1",
+        "--host",
+        "127.0.0.1",
+    ]
     worker_args += ["--dashboard-address", ":0"]
     with process(scheduler_args, env) as scheduler:
         wait_for_port("127.0.0.1", port, timeout=30)

@@ -87,6 +87,29 @@ class TraceSettings:
     code_max_length: int
 
 
+Temporality = Literal["cumulative", "delta", "lowmemory"]
+_TEMPORALITIES: tuple[Temporality, ...] = ("cumulative", "delta", "lowmemory")
+_DEFAULT_METRIC_INTERVAL = 15.0
+_DEFAULT_PROMETHEUS_PORT = 9464
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    target: ExportTarget
+    #: Seconds between two readings (and exports) of the metrics.
+    interval: float
+    temporality: Temporality
+    #: Port of the Prometheus pull endpoint (0: any free port); None: no endpoint.
+    prometheus_port: int | None
+    prometheus_host: str
+    max_span_names: int
+    max_prefixes: int
+    #: Seconds a finished span keeps being read for late worker heartbeats.
+    settle: float
+    cpu_hour_price: float | None
+    currency: str
+
+
 @dataclass(frozen=True)
 class Settings:
     enabled: bool
@@ -98,6 +121,7 @@ class Settings:
     shutdown_timeout: float
     max_attribute_length: int
     traces: TraceSettings
+    metrics: MetricsSettings
 
     @classmethod
     def from_config(
@@ -250,7 +274,87 @@ class _Resolver:
                     "traces.code-max-length", self.get("traces.code-max-length"), minimum=0
                 ),
             ),
+            metrics=self.metrics(),
         )
+
+    def metrics(self) -> MetricsSettings:
+        pull_by_env = False
+        found = self.env_value("OTEL_METRICS_EXPORTER")
+        if self.get("metrics.exporter") is None and found and found[1] == "prometheus":
+            pull_by_env = True
+        target = self.target("metrics", env_exporter_aliases={"prometheus": "none"})
+        port_value = self.get("metrics.prometheus-port")
+        port: int | None = None
+        if port_value is not None:
+            port = self.integer("metrics.prometheus-port", port_value, minimum=0)
+        elif pull_by_env:
+            env_port = self.env_value("OTEL_EXPORTER_PROMETHEUS_PORT")
+            port = self.integer(*env_port, minimum=0) if env_port else _DEFAULT_PROMETHEUS_PORT
+        if port is not None and port > 65535:
+            raise self.fail("metrics.prometheus-port", port, "a port number from 0 to 65535")
+        host = self.optional_str("metrics.prometheus-host")
+        if host is None:
+            env_host = self.env_value("OTEL_EXPORTER_PROMETHEUS_HOST")
+            host = env_host[1] if env_host else "0.0.0.0"
+        price_value = self.get("metrics.cpu-hour-price")
+        price: float | None = None
+        if price_value is not None:
+            if isinstance(price_value, bool) or not isinstance(price_value, int | float | str):
+                raise self.fail("metrics.cpu-hour-price", price_value, "a number >= 0 or null")
+            try:
+                price = float(price_value)
+            except ValueError:
+                raise self.fail(
+                    "metrics.cpu-hour-price", price_value, "a number >= 0 or null"
+                ) from None
+            if not price >= 0:
+                raise self.fail("metrics.cpu-hour-price", price_value, "a number >= 0 or null")
+        currency = self.optional_str("metrics.currency") or "USD"
+        if not currency.isalnum() or len(currency) > 16:
+            raise self.fail("metrics.currency", currency, "a short alphanumeric code such as USD")
+        return MetricsSettings(
+            target=target,
+            interval=self.metric_interval(),
+            temporality=self.temporality(),
+            prometheus_port=port,
+            prometheus_host=host,
+            max_span_names=self.integer(
+                "metrics.max-span-names", self.get("metrics.max-span-names"), minimum=1
+            ),
+            max_prefixes=self.integer(
+                "metrics.max-prefixes", self.get("metrics.max-prefixes"), minimum=1
+            ),
+            settle=self.duration("metrics.settle", self.get("metrics.settle")),
+            cpu_hour_price=price,
+            currency=currency,
+        )
+
+    def metric_interval(self) -> float:
+        value = self.get("metrics.interval")
+        if value is not None:
+            return self.duration("metrics.interval", value, positive=True)
+        found = self.env_value("OTEL_METRIC_EXPORT_INTERVAL")
+        if not found:
+            return _DEFAULT_METRIC_INTERVAL
+        try:
+            millis = float(found[1])
+        except ValueError:
+            raise self.fail(found[0], found[1], "a positive number of milliseconds") from None
+        if millis <= 0:
+            raise self.fail(found[0], found[1], "a positive number of milliseconds")
+        return millis / 1000
+
+    def temporality(self) -> Temporality:
+        key, value = "metrics.temporality", self.get("metrics.temporality")
+        if value is None:
+            found = self.env_value("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")
+            if not found:
+                return "cumulative"
+            key, value = found[0], found[1].lower()
+        if value not in _TEMPORALITIES:
+            raise self.fail(key, value, "cumulative, delta or lowmemory")
+        temporality: Temporality = value
+        return temporality
 
     def service_name(self) -> str | None:
         """None lets the resource builder fall back to OTEL_RESOURCE_ATTRIBUTES, then "dask"."""
@@ -271,7 +375,9 @@ class _Resolver:
             return self.integer(found[0], found[1], minimum=1)
         return _DEFAULT_MAX_ATTRIBUTE_LENGTH
 
-    def target(self, signal: str) -> ExportTarget:
+    def target(
+        self, signal: str, env_exporter_aliases: Mapping[str, ExporterKind] | None = None
+    ) -> ExportTarget:
         """Resolve exporter kind, endpoint and transport options of one signal.
 
         Every option is resolved (and so validated) even when the signal ends up in
@@ -280,7 +386,9 @@ class _Resolver:
         upper = signal.upper()
         protocol = self.protocol(signal)
         endpoint = self.endpoint(signal, protocol)
-        kind = self.exporter_kind(signal, has_endpoint=endpoint is not None)
+        kind = self.exporter_kind(
+            signal, has_endpoint=endpoint is not None, aliases=env_exporter_aliases or {}
+        )
         if endpoint is None:
             # exporter "otlp" asked for explicitly, but no endpoint anywhere: the
             # OTel default for the protocol.
@@ -315,17 +423,22 @@ class _Resolver:
             directory=Path(self.optional_str("directory") or "otel-spans-data"),
         )
 
-    def exporter_kind(self, signal: str, *, has_endpoint: bool) -> ExporterKind:
+    def exporter_kind(
+        self, signal: str, *, has_endpoint: bool, aliases: Mapping[str, ExporterKind]
+    ) -> ExporterKind:
         key = f"{signal}.exporter"
         value = self.get(key)
         if value is None:
             found = self.env_value(f"OTEL_{signal.upper()}_EXPORTER")
             if found:
                 key, value = found
+                if value in aliases:
+                    return aliases[value]
                 if value == "none":
                     return "none"
                 if value != "otlp":
-                    raise self.fail(key, value, "otlp or none (otel-spans exports OTLP only)")
+                    allowed = ", ".join(("otlp", *aliases, "none"))
+                    raise self.fail(key, value, f"one of {allowed}")
                 return "otlp"
             return "otlp" if has_endpoint else "file"
         if value not in _EXPORTERS:

@@ -176,6 +176,36 @@ def test_describe_never_shows_header_values() -> None:
         ),
         ({}, {"OTEL_TRACES_EXPORTER": "zipkin"}, r"OTEL_TRACES_EXPORTER: invalid value 'zipkin'"),
         (
+            {},
+            {"OTEL_METRICS_EXPORTER": "statsd"},
+            r"OTEL_METRICS_EXPORTER: invalid value 'statsd'; expected one of otlp, prometheus",
+        ),
+        ({"metrics": {"interval": "0s"}}, {}, r"otel-spans\.metrics\.interval: invalid value '0s'"),
+        (
+            {},
+            {"OTEL_METRIC_EXPORT_INTERVAL": "x"},
+            r"OTEL_METRIC_EXPORT_INTERVAL: invalid value 'x'",
+        ),
+        (
+            {"metrics": {"temporality": "weekly"}},
+            {},
+            r"otel-spans\.metrics\.temporality: invalid value 'weekly'; expected cumulative, delta",
+        ),
+        (
+            {"metrics": {"prometheus-port": 70000}},
+            {},
+            r"metrics\.prometheus-port: invalid value 70000",
+        ),
+        ({"metrics": {"prometheus-port": -1}}, {}, r"metrics\.prometheus-port: invalid value -1"),
+        ({"metrics": {"max-span-names": 0}}, {}, r"metrics\.max-span-names: invalid value 0"),
+        (
+            {"metrics": {"cpu-hour-price": "cheap"}},
+            {},
+            r"metrics\.cpu-hour-price: invalid value 'cheap'",
+        ),
+        ({"metrics": {"cpu-hour-price": -1}}, {}, r"metrics\.cpu-hour-price: invalid value -1"),
+        ({"metrics": {"currency": "US$"}}, {}, r"metrics\.currency: invalid value 'US\$'"),
+        (
             {"enabled": "yes"},
             {},
             r"otel-spans\.enabled: invalid value 'yes'; expected true or false",
@@ -237,3 +267,31 @@ def test_check_keys_on_client_side() -> None:
     check_keys({"endpoint": "x", "traces": {"linger": "1s"}})
     with pytest.raises(ConfigError, match="unknown key"):
         check_keys({"endpoints": "x"})
+
+
+def test_metrics_settings_from_environment() -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_METRIC_EXPORT_INTERVAL": "2500",
+        "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "DELTA",
+    }
+    m = resolve(env).metrics
+    assert m.target.kind == "otlp"
+    assert m.target.endpoint == "http://c:4318/v1/metrics"
+    assert m.interval == 2.5
+    assert m.temporality == "delta"
+    assert m.prometheus_port is None
+    assert m.cpu_hour_price is None
+
+
+def test_prometheus_exporter_from_environment() -> None:
+    env = {"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1"}
+    m = resolve(env).metrics
+    assert m.target.kind == "none"
+    assert (m.prometheus_host, m.prometheus_port) == ("127.0.0.1", 9464)
+    m = resolve(metrics={"prometheus-port": 0, "cpu-hour-price": "0.04"}).metrics
+    assert m.target.kind == "file"
+    assert m.prometheus_port == 0
+    assert m.prometheus_host == "0.0.0.0"
+    assert m.cpu_hour_price == 0.04

@@ -15,16 +15,34 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.metrics import (
+    Counter,
+    Histogram,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+    UpDownCounter,
+)
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_spans import semconv
-from otel_spans.config import ExportTarget, Settings
+from otel_spans.config import ExportTarget, Settings, Temporality
 from otel_spans.jsonfile import JsonLinesWriter
+
+if TYPE_CHECKING:
+    import grpc
 
 logger = logging.getLogger("otel_spans")
 
@@ -68,6 +86,11 @@ class ExportPipeline(Generic[R]):
     the pipeline's own thread and returns whether the backend accepted the batch.
     ``stop`` aborts what ``send`` is doing (e.g. the exporter's retry back-off) and is
     called once at close.
+
+    There is one producer, the scheduler's event loop, and :meth:`submit` takes no
+    lock: a ``deque`` append is atomic, the producer alone writes the submit-side
+    counters and the exporter thread alone writes the send-side ones. The loop can
+    therefore never wait for the exporter thread, whatever that thread is doing.
     """
 
     def __init__(
@@ -85,30 +108,36 @@ class ExportPipeline(Generic[R]):
         self._queue_size = queue_size
         self._batch_size = batch_size
         self._items: deque[R] = deque()
-        self._cond = threading.Condition()
+        #: Set by the producer when a full batch waits; the thread also wakes on a timer.
+        self._wake = threading.Event()
+        #: Orders the exporter thread against close(); never taken by the producer.
+        self._lock = threading.Lock()
         self._closing = False
         self._abandoned = False
-        self._submitted = self._exported = self._dropped = self._failed = self._unsent = 0
-        self._sending = 0
+        self._submitted = self._dropped = 0  # written by the producer only
+        self._exported = self._failed = self._sending = 0  # by the exporter thread only
+        self._unsent = 0  # by close() only
         self._last_warning = 0.0
         self._thread = threading.Thread(
             target=self._run, name=f"otel-spans-{signal}-exporter", daemon=True
         )
         self._thread.start()
 
-    # -- event loop side: O(1), never blocks for long, never raises -------------------
+    # -- event loop side: O(1), lock-free, never raises -----------------------------------
     def submit(self, record: R) -> bool:
         """Queue one record; False (and counted) when the queue is full or closed."""
-        with self._cond:
-            self._submitted += 1
-            if self._closing or len(self._items) >= self._queue_size:
-                self._dropped += 1
-                dropped = self._dropped
-            else:
-                self._items.append(record)
-                if len(self._items) >= self._batch_size:
-                    self._cond.notify()
-                return True
+        self._submitted += 1
+        items = self._items
+        if self._closing or len(items) >= self._queue_size:
+            self._dropped += 1
+            self._warn_dropped()
+            return False
+        items.append(record)
+        if len(items) >= self._batch_size and not self._wake.is_set():
+            self._wake.set()
+        return True
+
+    def _warn_dropped(self) -> None:
         now = time.monotonic()
         if now - self._last_warning >= _WARN_EVERY:
             self._last_warning = now
@@ -116,31 +145,35 @@ class ExportPipeline(Generic[R]):
                 "otel-spans: %s queue full (%d); %d records dropped so far",
                 self.signal,
                 self._queue_size,
-                dropped,
+                self._dropped,
             )
-        return False
 
     def stats(self) -> PipelineStats:
-        with self._cond:
-            return PipelineStats(
-                signal=self.signal,
-                submitted=self._submitted,
-                exported=self._exported,
-                dropped=self._dropped,
-                failed=self._failed,
-                unsent=self._unsent,
-                queued=len(self._items),
-                sending=self._sending,
-            )
+        """A reading of the counters (each exact; taken without stopping the others)."""
+        return PipelineStats(
+            signal=self.signal,
+            submitted=self._submitted,
+            exported=self._exported,
+            dropped=self._dropped,
+            failed=self._failed,
+            unsent=self._unsent,
+            queued=len(self._items),
+            sending=self._sending,
+        )
 
     # -- exporter thread ------------------------------------------------------------------
     def _take(self) -> list[R]:
-        with self._cond:
-            if len(self._items) < self._batch_size and not self._closing:
-                self._cond.wait(_BATCH_WAIT)
-            n = min(len(self._items), self._batch_size)
-            self._sending = n
-            return [self._items.popleft() for _ in range(n)]
+        if len(self._items) < self._batch_size and not self._closing:
+            self._wake.wait(_BATCH_WAIT)
+        self._wake.clear()
+        batch: list[R] = []
+        with self._lock:
+            if self._abandoned:
+                return batch
+            while self._items and len(batch) < self._batch_size:
+                batch.append(self._items.popleft())
+            self._sending = len(batch)
+        return batch
 
     def _run(self) -> None:
         while True:
@@ -154,7 +187,7 @@ class ExportPipeline(Generic[R]):
             except Exception:
                 logger.exception("otel-spans: exporting %d %s failed", len(batch), self.signal)
                 ok = False
-            with self._cond:
+            with self._lock:
                 if self._abandoned:
                     return  # close() already counted this batch as unsent
                 self._sending = 0
@@ -167,11 +200,10 @@ class ExportPipeline(Generic[R]):
     def close(self, timeout: float) -> PipelineStats:
         """Flush for at most ``timeout`` seconds, then give up; blocking, call off the loop."""
         deadline = time.monotonic() + timeout
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
+        self._closing = True
+        self._wake.set()
         self._thread.join(max(0.0, deadline - time.monotonic()))
-        with self._cond:
+        with self._lock:
             # A batch still being sent when the deadline passed is abandoned with the
             # thread (a daemon): count it as unsent now, so no record goes uncounted.
             self._unsent += len(self._items) + self._sending
@@ -255,6 +287,19 @@ def _read(path: str | None) -> bytes | None:
         return f.read()
 
 
+def _grpc_credentials(target: ExportTarget) -> grpc.ChannelCredentials | None:
+    """TLS credentials from the configured files; None lets the scheme decide."""
+    import grpc
+
+    if not (target.certificate or target.client_certificate):
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(target.certificate),
+        private_key=_read(target.client_key),
+        certificate_chain=_read(target.client_certificate),
+    )
+
+
 def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
     """The SDK span exporter for ``target``, every option passed explicitly."""
     if target.kind == "none":
@@ -267,17 +312,10 @@ def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
             OTLPSpanExporter as GrpcSpanExporter,
         )
 
-        credentials = None
-        if target.certificate or target.client_certificate:
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=_read(target.certificate),
-                private_key=_read(target.client_key),
-                certificate_chain=_read(target.client_certificate),
-            )
         return GrpcSpanExporter(
             endpoint=target.endpoint,
             insecure=target.insecure,
-            credentials=credentials,
+            credentials=_grpc_credentials(target),
             headers=dict(target.headers),
             timeout=target.timeout,
             compression=grpc.Compression.Gzip if target.compression else None,
@@ -296,3 +334,153 @@ def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
         timeout=target.timeout,
         compression=Compression.Gzip if target.compression else Compression.NoCompression,
     )
+
+
+# -- metric exporters ------------------------------------------------------------------------
+_CUMULATIVE = AggregationTemporality.CUMULATIVE
+_DELTA = AggregationTemporality.DELTA
+
+
+def temporality_preference(choice: Temporality) -> dict[type, AggregationTemporality]:
+    """The OTLP temporality preferences named in the OTel specification."""
+    if choice == "cumulative":
+        counters = histograms = observable = _CUMULATIVE
+    elif choice == "delta":
+        counters = histograms = observable = _DELTA
+    else:  # lowmemory: delta where the SDK keeps no per-series state for it
+        counters, histograms, observable = _DELTA, _DELTA, _CUMULATIVE
+    return {
+        Counter: counters,
+        Histogram: histograms,
+        ObservableCounter: observable,
+        UpDownCounter: _CUMULATIVE,
+        ObservableUpDownCounter: _CUMULATIVE,
+        ObservableGauge: _CUMULATIVE,
+    }
+
+
+class OtlpJsonMetricExporter(MetricExporter):
+    """Metrics as OTLP/JSON lines in a local directory (the embedded default)."""
+
+    def __init__(self, writer: JsonLinesWriter, temporality: Temporality):
+        super().__init__(preferred_temporality=temporality_preference(temporality))
+        self.writer = writer
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
+    ) -> MetricExportResult:
+        try:
+            self.writer.write(encode_metrics(metrics_data))
+        except OSError:
+            logger.exception("otel-spans: cannot write %s", self.writer.path)
+            return MetricExportResult.FAILURE
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+        pass
+
+
+class CountingMetricExporter(MetricExporter):
+    """Counts the outcome of every export of the exporter it wraps.
+
+    A failed metrics export loses nothing with cumulative temporality (the next one
+    carries the totals), but the operator still needs to see that exports fail.
+    """
+
+    def __init__(self, inner: MetricExporter):
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self.inner = inner
+        self.exported = 0
+        self.failed = 0
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
+    ) -> MetricExportResult:
+        try:
+            result = self.inner.export(metrics_data, timeout_millis=timeout_millis)
+        except Exception:
+            logger.exception("otel-spans: metrics export failed")
+            result = MetricExportResult.FAILURE
+        if result == MetricExportResult.SUCCESS:
+            self.exported += 1
+        else:
+            self.failed += 1
+        return result
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+        self.inner.shutdown(timeout_millis=timeout_millis)
+
+
+def make_metric_exporter(
+    target: ExportTarget, temporality: Temporality, *, role: str
+) -> MetricExporter | None:
+    """The SDK metric exporter for ``target``; None when metrics are not pushed."""
+    if target.kind == "none":
+        return None
+    if target.kind == "file":
+        return OtlpJsonMetricExporter(
+            JsonLinesWriter(target.directory, "metrics", role), temporality
+        )
+    preference = temporality_preference(temporality)
+    if target.protocol == "grpc":
+        import grpc
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        return GrpcMetricExporter(
+            endpoint=target.endpoint,
+            insecure=target.insecure,
+            credentials=_grpc_credentials(target),
+            headers=dict(target.headers),
+            timeout=target.timeout,
+            compression=grpc.Compression.Gzip if target.compression else None,
+            preferred_temporality=preference,
+        )
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return HttpMetricExporter(
+        endpoint=target.endpoint,
+        certificate_file=target.certificate,
+        client_certificate_file=target.client_certificate,
+        client_key_file=target.client_key,
+        headers=dict(target.headers),
+        timeout=target.timeout,
+        compression=Compression.Gzip if target.compression else Compression.NoCompression,
+        preferred_temporality=preference,
+    )
+
+
+class PrometheusEndpoint:
+    """The scheduler's own ``/metrics`` page, in Prometheus text format.
+
+    It serves an SDK ``PrometheusMetricReader`` registered in a private registry, so
+    it exposes exactly the metrics otel-spans pushes over OTLP and nothing of the
+    process's global registry.
+    """
+
+    def __init__(self, host: str, port: int):
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.reader = PrometheusMetricReader(registry=self.registry)
+        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self.host = host
+        self.port: int = self._server.server_address[1]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

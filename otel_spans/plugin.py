@@ -1,14 +1,20 @@
-"""The scheduler plugin: the only module that reads distributed's internals.
+"""The scheduler plugin: hooks and the periodic readers, on the scheduler's event loop.
 
-Hooks run on the scheduler's event loop, so they do O(1) work and never raise:
+With :mod:`otel_spans.snapshots` this is the only code that reads distributed's
+internals. Everything here runs on the event loop, so it does bounded work and never
+raises into Dask:
 
-* ``transition`` notices a task of an already exported Dask span starting again (a
-  recomputation, or new work landing in a live task group) and marks the span reopened;
-* a periodic callback (``traces.poll-interval``) discovers new Dask spans and checks the
+* ``transition`` counts tasks reaching a final state and their output bytes per span
+  and prefix, queues each finished task's compute time for the duration histogram,
+  and notices a task of an already exported Dask span starting again;
+* the trace poll (``traces.poll-interval``) discovers new Dask spans and checks the
   *open* ones (not yet exported, or reopened) for ``Span.done``. A span that stayed
-  done for ``traces.linger`` is snapshotted into a :class:`SpanRecord` and handed to the
-  exporter thread. The cost per poll is O(open spans × their task groups), never
-  O(history).
+  done for ``traces.linger`` is snapshotted into a :class:`SpanRecord` and handed to
+  the exporter thread; cost per poll O(open spans × their task groups), never
+  O(history);
+* the metrics tick (``metrics.interval``) reads the cumulative values of the spans
+  still *live* for metrics (open, or finished less than ``metrics.settle`` ago) and
+  hands over their growth as counter deltas.
 
 A Dask span can become not-done after it was exported (a new sub-span, or a worker
 died holding its only results). Its later work is exported as a *continuation*: a new
@@ -21,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time as _time
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,9 +36,9 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 from tornado.ioloop import PeriodicCallback
 
-from otel_spans import config, ids
+from otel_spans import config, ids, semconv, snapshots
 from otel_spans.config import Settings
-from otel_spans.records import CodeSnippet, SpanRecord, ns
+from otel_spans.records import CounterDelta, Observation, SpanRecord, ns
 from otel_spans.signals import Signals
 
 if TYPE_CHECKING:
@@ -45,16 +52,24 @@ _ACTIVE_STATES = frozenset({"waiting", "queued", "processing", "no-worker"})
 #: Final states counted per span and prefix as tasks reach them. Dask's own per-group
 #: state counts forget an erred task as soon as the client releases it; these do not.
 _FINAL_STATES = frozenset({"memory", "erred"})
-#: States reported as a snapshot for spans exported unfinished (at shutdown).
-_PENDING_STATES = ("processing", "waiting", "queued", "no-worker")
+#: Transitions after which a span may have become done: the poll re-checks it.
+_SETTLING_STATES = _FINAL_STATES | {"released"}
 #: At most one "internal error" log line per this many seconds.
 _ERROR_LOG_EVERY = 60.0
+
+_PREFIX = semconv.ATTR_TASK_PREFIX
+_STATE = semconv.ATTR_TASK_STATE
 
 
 @dataclass(slots=True)
 class _Track:
     """What the plugin remembers of one Dask span (one small object per span)."""
 
+    tags: tuple[str, ...]
+    trace_id: int
+    #: OTel span id of the first export (tasks and exemplars point here).
+    otel_span_id: int
+    is_root: bool
     #: How many times the span was exported so far.
     exports: int = 0
     #: OTel span id of the latest export.
@@ -65,6 +80,14 @@ class _Track:
     reopened_at: float | None = None
     #: When the poll first saw the span done; None while not done.
     done_since: float | None = None
+    #: When the span was last exported as done; metrics settle from there.
+    exported_at: float | None = None
+    #: (prefix, final state) -> tasks that reached it.
+    finished: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: prefix -> bytes of outputs produced.
+    output: dict[str, int] = field(default_factory=dict)
+    #: Cumulative values already handed over as deltas, by metric key.
+    seen: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
 
 
 class OtelSpansPlugin(SchedulerPlugin):
@@ -72,12 +95,13 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     Parameters
     ----------
+    settings
+        Fully resolved settings; when omitted they are read on the scheduler, in
+        ``start``, from its dask.config and environment plus ``overrides``.
     **overrides
         ``otel-spans`` configuration keys (``endpoint="http://collector:4317"``,
         ``traces={"linger": "1s"}``); they win over the scheduler's dask.config. Use
         them with ``client.register_plugin(OtelSpansPlugin(...))`` on a running cluster.
-    settings
-        Fully resolved settings (used by the preload); overrides are then ignored.
     """
 
     name: ClassVar[str] = "otel-spans"
@@ -90,12 +114,19 @@ class OtelSpansPlugin(SchedulerPlugin):
         self.settings: Settings | None = None
         self.signals: Signals | None = None
         self._scheduler: Scheduler | None = None
-        self._pc: PeriodicCallback | None = None
+        self._callbacks: list[PeriodicCallback] = []
         self._tracks: dict[str, _Track] = {}
+        #: Spans not exported yet, or reopened since.
         self._open: dict[str, Span] = {}
+        #: Spans whose metrics are still read (open, or not settled yet).
+        self._live: dict[str, Span] = {}
         self._reopened: dict[str, float] = {}
-        #: Dask span id -> (prefix, final state) -> tasks that reached it.
-        self._finished: dict[str, dict[tuple[str, str], int]] = {}
+        #: Spans with task transitions since the last poll: only these (and their
+        #: ancestors) can have changed their done-ness.
+        self._dirty: set[str] = set()
+        #: Open spans seen done, waiting out the linger.
+        self._lingering: set[str] = set()
+        self._cluster_seen: dict[tuple[Hashable, ...], float] = {}
         self._seen = 0
         self._internal_errors = 0
         self._last_error_log = 0.0
@@ -123,17 +154,22 @@ class OtelSpansPlugin(SchedulerPlugin):
             scheduler_address=scheduler.address,
         )
         scheduler.handlers["otel_spans_stats"] = self.stats
-        self._pc = PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000)
-        self._pc.start()
+        self._callbacks = [
+            PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000),
+            PeriodicCallback(self._metrics_safely, settings.metrics.interval * 1000),
+        ]
+        for callback in self._callbacks:
+            callback.start()
         logger.info("otel-spans: %s", self.signals.describe())
 
     async def close(self) -> None:
-        if self._pc is not None:
-            self._pc.stop()
-            self._pc = None
+        for callback in self._callbacks:
+            callback.stop()
+        self._callbacks = []
         if self.signals is None:
             return
         self._poll_safely(final=True)
+        self._metrics_safely(final=True)
         signals, self.signals = self.signals, None
         assert self.settings is not None
         timeout = self.settings.shutdown_timeout
@@ -149,16 +185,18 @@ class OtelSpansPlugin(SchedulerPlugin):
         out: dict[str, Any] = {
             "internal_errors": self._internal_errors,
             "open_spans": len(self._open),
+            "live_spans": len(self._live),
             "tracked_spans": len(self._tracks),
         }
         if self.signals is not None:
             out.update(self.signals.stats())
+            out["internal_errors"] = self._internal_errors
         return out
 
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         active = finish in _ACTIVE_STATES
-        if not active and finish not in _FINAL_STATES:
+        if not active and finish not in _SETTLING_STATES:
             return
         try:
             assert self._scheduler is not None
@@ -168,40 +206,86 @@ class OtelSpansPlugin(SchedulerPlugin):
             span_id = ts.group.span_id
             if not span_id:
                 return
+            track = self._tracks.get(span_id) or self._discover(span_id)
+            if track is None:
+                return
+            self._dirty.add(span_id)
             if active:
-                track = self._tracks.get(span_id)
-                if track is not None and track.exports and span_id not in self._reopened:
+                if track.exports and span_id not in self._reopened:
                     self._reopened[span_id] = time()
-            elif finish == "erred" or start == "processing":
-                counts = self._finished.get(span_id)
-                if counts is None:
-                    counts = self._finished[span_id] = {}
-                counter = (ts.group.prefix.name, finish)
-                counts[counter] = counts.get(counter, 0) + 1
+                return
+            if finish == "released" or (finish == "memory" and start != "processing"):
+                return
+            prefix = ts.group.prefix.name
+            counter = (prefix, finish)
+            track.finished[counter] = track.finished.get(counter, 0) + 1
+            if finish == "memory":
+                track.output[prefix] = track.output.get(prefix, 0) + (kwargs.get("nbytes") or 0)
+                self._observe_task(track, prefix, kwargs.get("startstops"))
         except Exception:
             self._internal_error("transition")
 
-    # -- the poll -----------------------------------------------------------------------
+    def _observe_task(self, track: _Track, prefix: str, startstops: Any) -> None:
+        if not startstops or self.signals is None:
+            return
+        compute = 0.0
+        for phase in startstops:
+            if phase.get("action") == "compute":
+                compute += phase["stop"] - phase["start"]
+        self.signals.submit_observation(
+            Observation(
+                semconv.M_TASK_DURATION,
+                track.tags,
+                ((_PREFIX, prefix),),
+                compute,
+                track.trace_id,
+                track.otel_span_id,
+            )
+        )
+
+    # -- discovery ------------------------------------------------------------------------
+    def _extension(self) -> SpansSchedulerExtension | None:
+        assert self._scheduler is not None
+        return self._scheduler.extensions.get("spans")
+
+    def _discover(self, span_id: str) -> _Track | None:
+        """Track a span seen for the first time (in a transition, before any poll)."""
+        ext = self._extension()
+        span = ext.spans.get(span_id) if ext is not None else None
+        return self._track(span) if span is not None else None
+
+    def _track(self, span: Span) -> _Track:
+        track = self._tracks.get(span.id)
+        if track is None:
+            root = snapshots.root_of(span)
+            track = self._tracks[span.id] = _Track(
+                tags=tuple(str(tag) for tag in span.name),
+                trace_id=ids.trace_id_for(root.id),
+                otel_span_id=ids.dask_span_id(span.id),
+                is_root=root is span,
+            )
+            self._open[span.id] = span
+            self._live[span.id] = span
+        return track
+
+    # -- the trace poll -----------------------------------------------------------------
     def _poll_safely(self, final: bool = False) -> None:
         try:
             self._poll(final)
         except Exception:
             self._internal_error("poll")
 
-    def _extension(self) -> SpansSchedulerExtension | None:
-        assert self._scheduler is not None
-        return self._scheduler.extensions.get("spans")
-
     def _poll(self, final: bool) -> None:
         ext = self._extension()
         if ext is None or self.signals is None:
             return
         now = time()
-        for span in islice(ext.spans.values(), self._seen, None):
-            self._seen += 1
-            self._tracks[span.id] = _Track()
-            self._open[span.id] = span
-            self._reopen_ancestors(span, span.enqueued)
+        if len(ext.spans) > self._seen:
+            for span in islice(ext.spans.values(), self._seen, None):
+                self._seen += 1
+                self._track(span)
+                self._dirty.add(span.id)
+                self._reopen_ancestors(span, span.enqueued)
 
         reopened, self._reopened = self._reopened, {}
         for span_id, when in reopened.items():
@@ -210,19 +294,36 @@ class OtelSpansPlugin(SchedulerPlugin):
                 self._reopen(reopened_span, when)
                 self._reopen_ancestors(reopened_span, when)
 
+        # Done-ness only changes through task transitions of a span's tree: re-check
+        # the spans that had some, and their ancestors, not every open span.
+        dirty, self._dirty = self._dirty, set()
+        changed: set[str] = set()
+        for span_id in dirty:
+            node = self._open.get(span_id) or ext.spans.get(span_id)
+            while node is not None and node.id not in changed:
+                changed.add(node.id)
+                node = node.parent
+        candidates = set(self._open) if final else (changed | self._lingering)
+
         assert self.settings is not None
         linger = self.settings.traces.linger
-        for span_id, span in list(self._open.items()):
+        for span_id in candidates:
+            open_span = self._open.get(span_id)
+            if open_span is None:
+                continue
             track = self._tracks[span_id]
-            if span.done:
-                if track.done_since is None:
-                    track.done_since = now
-                if final or now - track.done_since >= linger:
-                    self._export(span, track, done=True)
-            else:
-                track.done_since = None
-                if final:
-                    self._export(span, track, done=False)
+            if final or span_id in changed:
+                if open_span.done:
+                    if track.done_since is None:
+                        track.done_since = now
+                        self._lingering.add(span_id)
+                else:
+                    track.done_since = None
+                    self._lingering.discard(span_id)
+            if track.done_since is not None and (final or now - track.done_since >= linger):
+                self._export(open_span, track, done=True)
+            elif final:
+                self._export(open_span, track, done=False)
 
     def _reopen(self, span: Span, when: float) -> None:
         track = self._tracks.get(span.id)
@@ -230,7 +331,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             return
         if track.reopened_at is None:
             track.reopened_at = max(when, track.last_end)
+        track.exported_at = None
         self._open[span.id] = span
+        self._live[span.id] = span
 
     def _reopen_ancestors(self, span: Span, when: float) -> None:
         node = span.parent
@@ -239,31 +342,41 @@ class OtelSpansPlugin(SchedulerPlugin):
             node = node.parent
 
     def _export(self, span: Span, track: _Track, *, done: bool) -> None:
-        record = self._record(span, track, done=done)
         assert self.signals is not None
+        record = self._record(span, track, done=done)
         self.signals.submit_span(record)
+        if done:
+            self.signals.submit_observation(
+                Observation(
+                    semconv.M_SPAN_DURATION,
+                    track.tags,
+                    (),
+                    (record.end_ns - record.start_ns) / 1e9,
+                    track.trace_id,
+                    record.span_id,
+                )
+            )
         track.exports += 1
         track.last_span_id = record.span_id
         track.last_end = span.stop
         track.reopened_at = None
         track.done_since = None
+        track.exported_at = time() if done else None
         self._open.pop(span.id, None)
+        self._lingering.discard(span.id)
+        # The CPU made available stops growing once the span is done: hand over its
+        # final growth now rather than re-reading it on every metrics tick.
+        self.signals.submit_deltas(self._cpu_delta(span, track, record.active_cpu_seconds))
 
-    # -- snapshot -----------------------------------------------------------------------
     def _record(self, span: Span, track: _Track, *, done: bool) -> SpanRecord:
         """Snapshot a Dask span; O(task groups in its subtree)."""
-        root = span
-        while root.parent is not None:
-            root = root.parent
-        trace_id = ids.trace_id_for(root.id)
-        first_id = ids.dask_span_id(span.id)
         continuation = track.exports
         if continuation:
             span_id = ids.dask_span_id(span.id, continuation)
-            parent_span_id = first_id
+            parent_span_id = track.otel_span_id
             start = track.reopened_at if track.reopened_at is not None else track.last_end
         else:
-            span_id = first_id
+            span_id = track.otel_span_id
             parent = span.parent
             parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
             start = span.enqueued
@@ -271,17 +384,18 @@ class OtelSpansPlugin(SchedulerPlugin):
         groups = list(span.traverse_groups())
         states: dict[str, int] = {}
         for node in span.traverse_spans():
-            for (_, state), count in self._finished.get(node.id, {}).items():
-                states[state] = states.get(state, 0) + count
+            node_track = self._tracks.get(node.id)
+            if node_track is not None:
+                for (_, state), count in node_track.finished.items():
+                    states[state] = states.get(state, 0) + count
         if not done:
-            for tg in groups:
-                for state, count in tg.states.items():
-                    if count and state in _PENDING_STATES:
-                        states[state] = states.get(state, 0) + count
+            for state, count in snapshots.pending_states(span).items():
+                states[state] = states.get(state, 0) + count
+        assert self.settings is not None
         return SpanRecord(
             uuid=span.id,
-            tags=tuple(str(tag) for tag in span.name),
-            trace_id=trace_id,
+            tags=track.tags,
+            trace_id=track.trace_id,
             span_id=span_id,
             parent_span_id=parent_span_id,
             continuation=continuation,
@@ -297,19 +411,82 @@ class OtelSpansPlugin(SchedulerPlugin):
             nbytes=sum(tg.nbytes_total for tg in groups),
             task_duration=sum(tg.duration for tg in groups),
             active_cpu_seconds=span.active_cpu_seconds,
-            code=self._code(span),
+            code=snapshots.code_snippets(span) if self.settings.traces.code_max_length else (),
         )
 
-    def _code(self, span: Span) -> tuple[CodeSnippet, ...]:
+    # -- the metrics tick -----------------------------------------------------------------
+    def _metrics_safely(self, final: bool = False) -> None:
+        try:
+            self._metrics_tick(final)
+        except Exception:
+            self._internal_error("metrics")
+
+    def _metrics_tick(self, final: bool) -> None:
+        """Hand over the growth of every live span's cumulative values since last time."""
+        if self.signals is None or self._scheduler is None:
+            return
+        self._poll(final=False)  # discover spans that appeared since the last poll
         assert self.settings is not None
-        if not self.settings.traces.code_max_length:
-            return ()
+        settle = self.settings.metrics.settle
+        now = time()
+        deltas: list[CounterDelta] = []
+        for span_id, span in list(self._live.items()):
+            track = self._tracks[span_id]
+            deltas.extend(self._span_deltas(span, track))
+            settled = track.exported_at is not None and now - track.exported_at >= settle
+            if settled or final:
+                if track.is_root:
+                    deltas.extend(self._idle_delta(span, track))
+                if settled:
+                    del self._live[span_id]
+        for key, value in snapshots.growth(
+            self._scheduler.cumulative_worker_metrics, self._cluster_seen
+        ):
+            delta = snapshots.worker_metric(None, key, value)
+            if delta is not None:
+                deltas.append(delta)
+        self.signals.submit_deltas(deltas)
+        self.signals.set_internal_errors(self._internal_errors)
+
+    def _span_deltas(self, span: Span, track: _Track) -> list[CounterDelta]:
         out = []
-        for frames in span._code:
-            if frames:
-                frame = frames[-1]
-                out.append(CodeSnippet(frame.code, frame.filename, frame.lineno_frame))
-        return tuple(out)
+        tags, seen = track.tags, track.seen
+        for key, value in snapshots.growth(span._cumulative_worker_metrics, seen):
+            delta = snapshots.worker_metric(tags, key, value)
+            if delta is not None:
+                out.append(delta)
+        finished = {("tasks", p, s): float(n) for (p, s), n in track.finished.items()}
+        for (_, prefix, state), value in snapshots.growth(finished, seen):
+            attrs = ((_PREFIX, str(prefix)), (_STATE, str(state)))
+            out.append(CounterDelta(semconv.M_SPAN_TASKS, tags, attrs, value))
+        output = {("output", p): float(n) for p, n in track.output.items()}
+        for (_, prefix), value in snapshots.growth(output, seen):
+            out.append(CounterDelta(semconv.M_SPAN_OUTPUT, tags, ((_PREFIX, str(prefix)),), value))
+        if span.id in self._open:
+            out.extend(self._cpu_delta(span, track, span.active_cpu_seconds))
+        return out
+
+    @staticmethod
+    def _cpu_delta(span: Span, track: _Track, active_cpu_seconds: float) -> list[CounterDelta]:
+        return [
+            CounterDelta(semconv.M_SPAN_CPU_AVAILABLE, track.tags, (), value)
+            for _, value in snapshots.growth({("cpu",): active_cpu_seconds}, track.seen)
+        ]
+
+    def _idle_delta(self, root: Span, track: _Track) -> list[CounterDelta]:
+        """The root's "idle or other spans" share, once its tree's values are final.
+
+        It is active CPU minus all known task time of the whole tree, so it can only be
+        computed once late heartbeats have landed; reported on the root only, so that
+        summing a workflow's series by root counts it once.
+        """
+        idle = root.cumulative_worker_metrics.get(snapshots.IDLE_KEY, 0.0)
+        out = []
+        for key, value in snapshots.growth({snapshots.IDLE_KEY: idle}, track.seen):
+            delta = snapshots.worker_metric(track.tags, key, value)
+            if delta is not None:
+                out.append(delta)
+        return out
 
     # -- failures -----------------------------------------------------------------------
     def _internal_error(self, where: str) -> None:

@@ -9,6 +9,7 @@ the one place where Dask's float seconds are converted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 def ns(seconds: float) -> int:
@@ -63,3 +64,35 @@ class SpanRecord:
     @property
     def erred(self) -> int:
         return dict(self.states).get("erred", 0)
+
+
+#: Metric attributes as a hashable, ordered tuple of (key, value) pairs.
+Attrs = tuple[tuple[str, str], ...]
+
+
+class CounterDelta(NamedTuple):
+    """How much a monotonic counter series grew since the last reading.
+
+    ``tags`` are the Dask span's tags (None for cluster-level series); the metrics
+    side turns them into bounded ``dask.span.name``/``dask.span.root`` attributes.
+    """
+
+    metric: str
+    tags: tuple[str, ...] | None
+    attributes: Attrs
+    value: float
+
+
+class Observation(NamedTuple):
+    """One value for a histogram, with the span it came from (for exemplars).
+
+    A NamedTuple rather than a frozen dataclass: one is built per finished task on
+    the event loop, and tuple construction is several times cheaper.
+    """
+
+    metric: str
+    tags: tuple[str, ...]
+    attributes: Attrs
+    value: float
+    trace_id: int
+    span_id: int

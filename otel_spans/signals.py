@@ -6,14 +6,28 @@ are encoded and where they go is decided here and in :mod:`otel_spans.exporting`
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from typing import Any
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from otel_spans import traces
+from otel_spans import semconv, traces
 from otel_spans.config import Settings
-from otel_spans.exporting import ExportPipeline, build_resource, make_span_exporter
-from otel_spans.records import SpanRecord
+from otel_spans.exporting import (
+    CountingMetricExporter,
+    ExportPipeline,
+    PrometheusEndpoint,
+    build_resource,
+    make_metric_exporter,
+    make_span_exporter,
+)
+from otel_spans.metrics import Instruments, MetricsState
+from otel_spans.records import CounterDelta, Observation, SpanRecord
+
+logger = logging.getLogger("otel_spans")
 
 
 class Signals:
@@ -24,6 +38,13 @@ class Signals:
         self.resource = build_resource(
             settings, instance_id=instance_id, scheduler_address=scheduler_address
         )
+        self._internal_errors = 0
+        self._init_traces(role)
+        self._init_metrics(role)
+
+    # -- traces ------------------------------------------------------------------------
+    def _init_traces(self, role: str) -> None:
+        settings = self.settings
         trace_settings = settings.traces
         self._span_exporter = make_span_exporter(trace_settings.target, role=role)
 
@@ -47,15 +68,84 @@ class Signals:
             batch_size=settings.batch_size,
         )
 
-    def describe(self) -> str:
-        return f"traces to {self.settings.traces.target.describe()}"
-
     def submit_span(self, record: SpanRecord) -> bool:
         return self.spans.submit(record)
 
+    # -- metrics -----------------------------------------------------------------------
+    def _init_metrics(self, role: str) -> None:
+        m = self.settings.metrics
+        self.metric_state = MetricsState(m)
+        readers: list[MetricReader] = []
+        self._metric_exporter: CountingMetricExporter | None = None
+        exporter = make_metric_exporter(m.target, m.temporality, role=role)
+        if exporter is not None:
+            self._metric_exporter = CountingMetricExporter(exporter)
+            readers.append(
+                PeriodicExportingMetricReader(
+                    self._metric_exporter,
+                    export_interval_millis=m.interval * 1000,
+                    export_timeout_millis=m.target.timeout * 1000,
+                )
+            )
+        self.prometheus: PrometheusEndpoint | None = None
+        if m.prometheus_port is not None:
+            self.prometheus = PrometheusEndpoint(m.prometheus_host, m.prometheus_port)
+            readers.append(self.prometheus.reader)
+        self.meter_provider = MeterProvider(resource=self.resource, metric_readers=readers)
+        meter = self.meter_provider.get_meter(semconv.SCOPE_NAME)
+        self.instruments = Instruments(meter, self.metric_state, self.stats)
+        self.observations: ExportPipeline[Observation] = ExportPipeline(
+            "observations",
+            self.instruments.record,
+            lambda: None,
+            queue_size=self.settings.queue_size,
+            batch_size=self.settings.batch_size,
+        )
+
+    def submit_deltas(self, deltas: Iterable[CounterDelta]) -> None:
+        self.metric_state.add(deltas)
+
+    def submit_observation(self, observation: Observation) -> bool:
+        return self.observations.submit(observation)
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def describe(self) -> str:
+        m = self.settings.metrics
+        text = (
+            f"traces to {self.settings.traces.target.describe()}; "
+            f"metrics every {m.interval:g}s to {m.target.describe()}"
+        )
+        if self.prometheus is not None:
+            text += f"; Prometheus endpoint on {self.prometheus.host}:{self.prometheus.port}"
+        return text
+
+    def set_internal_errors(self, count: int) -> None:
+        self._internal_errors = count
+
     def stats(self) -> dict[str, Any]:
-        return {"traces": self.spans.stats().as_dict()}
+        out: dict[str, Any] = {
+            "traces": self.spans.stats().as_dict(),
+            "observations": self.observations.stats().as_dict(),
+            "internal_errors": self._internal_errors,
+        }
+        if self._metric_exporter is not None:
+            out["metric_exports"] = {
+                "exported": self._metric_exporter.exported,
+                "failed": self._metric_exporter.failed,
+            }
+        if self.prometheus is not None:
+            out["prometheus_port"] = self.prometheus.port
+        return out
 
     def close(self, timeout: float) -> None:
-        """Flush and stop every pipeline within ``timeout`` seconds in all."""
-        self.spans.close(timeout)
+        """Flush and stop everything within about ``timeout`` seconds in all."""
+        share = timeout / 3
+        self.spans.close(share)
+        self.observations.close(share)
+        try:
+            # A final collection and export, bounded by the share of the deadline.
+            self.meter_provider.shutdown(timeout_millis=share * 1000)
+        except Exception:
+            logger.exception("otel-spans: metrics shutdown failed")
+        if self.prometheus is not None:
+            self.prometheus.close()

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import dask.config
 from distributed import Client, Scheduler, Worker
@@ -57,10 +57,14 @@ async def await_until(
         await asyncio.sleep(interval)
 
 
+class Cluster(NamedTuple):
+    client: Client
+    scheduler: Scheduler
+    workers: list[Worker]
+
+
 @asynccontextmanager
-async def traced_cluster(
-    config: Mapping[str, Any], n_workers: int = 2
-) -> AsyncIterator[tuple[Client, Scheduler]]:
+async def traced_cluster(config: Mapping[str, Any], n_workers: int = 2) -> AsyncIterator[Cluster]:
     """Scheduler with ``preload: [otel_spans]`` from dask.config, workers, and a client."""
     full = {"distributed.scheduler.preload": ["otel_spans"], **FAST, **config}
     with dask.config.set(full):
@@ -71,7 +75,7 @@ async def traced_cluster(
             await asyncio.gather(*workers)
             try:
                 async with Client(scheduler.address, asynchronous=True) as client:
-                    yield client, scheduler
+                    yield Cluster(client, scheduler, workers)
             finally:
                 await asyncio.gather(*(w.close() for w in workers))
     assert not otel_threads(), f"otel-spans threads survived the scheduler: {otel_threads()}"

@@ -44,7 +44,7 @@ async def test_collector_down_for_the_whole_run() -> None:
         "otel-spans.timeout": "500ms",
         "otel-spans.shutdown-timeout": "2s",
     }
-    async with traced_cluster(config) as (client, scheduler):
+    async with traced_cluster(config) as (client, scheduler, _):
         latencies = []
         for i in range(5):
             with span(f"step {i}"):
@@ -81,7 +81,7 @@ async def test_hanging_collector_drops_and_counts_and_shutdown_is_bounded(
         "otel-spans.batch-size": 1,
         "otel-spans.shutdown-timeout": "1s",
     }
-    async with traced_cluster(config) as (client, scheduler):
+    async with traced_cluster(config) as (client, scheduler, _):
         for i in range(8):
             with span(f"burst {i}"):
                 assert await client.submit(square, i, key=f"sq{i}-0") == i * i

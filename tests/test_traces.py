@@ -50,7 +50,7 @@ async def test_nested_spans_form_one_trace(otlp_receiver: OtlpReceiver, protocol
         "otel-spans.cluster-name": "test-cluster",
         "distributed.diagnostics.computations.nframes": 1,
     }
-    async with traced_cluster(config) as (client, scheduler):
+    async with traced_cluster(config) as (client, scheduler, _):
         with span("Alice's workflow") as root_id:
             with span("data load") as load_id:
                 a = client.persist(da.random.random((400, 400), chunks=100))
@@ -125,7 +125,11 @@ async def test_register_plugin_on_running_cluster(
 
 @cluster_test()
 async def test_every_default_span_is_its_own_trace(otlp_receiver: OtlpReceiver) -> None:
-    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, _s):
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (
+        client,
+        _s,
+        _,
+    ):
         assert await client.submit(lambda: 1, pure=False) == 1
         await wait_spans(otlp_receiver, lambda got: len(got) == 1)
         assert await client.submit(lambda: 2, pure=False) == 2
@@ -141,7 +145,11 @@ def fail(x: int) -> int:
 
 @cluster_test()
 async def test_erred_tasks_make_the_span_tree_an_error(otlp_receiver: OtlpReceiver) -> None:
-    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, _s):
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (
+        client,
+        _s,
+        _,
+    ):
         with span("pipeline"), span("step"):
             futures = client.map(fail, range(3)) + client.map(abs, range(4))
             results = await client.gather(futures, errors="skip")
@@ -159,7 +167,11 @@ async def test_erred_tasks_make_the_span_tree_an_error(otlp_receiver: OtlpReceiv
 async def test_reopened_span_is_exported_as_a_linked_continuation(
     otlp_receiver: OtlpReceiver,
 ) -> None:
-    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, _s):
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (
+        client,
+        _s,
+        _,
+    ):
         with span("session") as session_id:
             assert await client.submit(abs, -1) == 1
             first = await wait_spans(otlp_receiver, names_present("session"))
@@ -199,7 +211,11 @@ async def test_collection_types_each_get_their_span(otlp_receiver: OtlpReceiver)
     import dask.dataframe as dd
     import pandas as pd
 
-    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (client, _s):
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (
+        client,
+        _s,
+        _,
+    ):
         with span("kinds"):
             with span("submit"):
                 assert await client.submit(abs, -1) == 1
@@ -231,7 +247,7 @@ async def test_collection_types_each_get_their_span(otlp_receiver: OtlpReceiver)
 @cluster_test()
 async def test_unfinished_spans_are_flushed_at_shutdown(otlp_receiver: OtlpReceiver) -> None:
     config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, "otel-spans.traces.linger": "1h"}
-    async with traced_cluster(config) as (client, scheduler):
+    async with traced_cluster(config) as (client, scheduler, _):
         with span("finished but lingering"):
             assert await client.submit(abs, -5) == 5
         with span("still running"):

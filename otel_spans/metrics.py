@@ -1,0 +1,189 @@
+"""Counter deltas and observations become OpenTelemetry metrics.
+
+The scheduler side (``plugin``) reads Dask's cumulative values on the event loop and
+hands over *deltas*; :class:`MetricsState` sums them into cumulative series under a
+lock, applying the cardinality budget. The SDK's observable counters read those sums
+from the metric reader's thread. Nothing here touches a live scheduler object, so the
+loop and the export thread never share mutable Dask state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from otel_spans import records, semconv
+from otel_spans.cardinality import CardinalityLimiter
+from otel_spans.config import MetricsSettings
+from otel_spans.records import Attrs, CounterDelta
+
+#: (metric, unit, description) of every observable counter fed by deltas.
+COUNTERS: tuple[tuple[str, str, str], ...] = (
+    (semconv.M_EXECUTE_TIME, semconv.UNIT_SECONDS, "Worker time of the span's own tasks"),
+    (semconv.M_EXECUTE_BYTES, semconv.UNIT_BYTES, "Bytes handled by the span's own tasks"),
+    (semconv.M_EXECUTE_COUNT, semconv.UNIT_ONE, "Events counted by the span's own tasks"),
+    (semconv.M_P2P_TIME, semconv.UNIT_SECONDS, "P2P shuffle time of the span"),
+    (semconv.M_P2P_BYTES, semconv.UNIT_BYTES, "P2P shuffle bytes of the span"),
+    (semconv.M_P2P_COUNT, semconv.UNIT_ONE, "P2P shuffle events of the span"),
+    (semconv.M_SPAN_TASKS, semconv.UNIT_ONE, "Tasks of the span that reached a final state"),
+    (semconv.M_SPAN_OUTPUT, semconv.UNIT_BYTES, "Bytes of task outputs the span produced"),
+    (
+        semconv.M_SPAN_CPU_AVAILABLE,
+        semconv.UNIT_SECONDS,
+        "Thread-seconds the cluster made available while the span ran",
+    ),
+    (semconv.M_CLUSTER_TIME, semconv.UNIT_SECONDS, "Worker time, whole cluster"),
+    (semconv.M_CLUSTER_BYTES, semconv.UNIT_BYTES, "Worker bytes, whole cluster"),
+    (semconv.M_CLUSTER_COUNT, semconv.UNIT_ONE, "Worker events, whole cluster"),
+)
+
+TASK_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
+
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+class MetricsState:
+    """Cumulative sums of every counter series, fed by deltas; thread-safe."""
+
+    def __init__(self, settings: MetricsSettings):
+        self.settings = settings
+        self.span_names = CardinalityLimiter(settings.max_span_names)
+        self.prefixes = CardinalityLimiter(settings.max_prefixes)
+        self._sums: dict[str, dict[Attrs, float]] = defaultdict(dict)
+        self._lock = threading.Lock()
+
+    def labels(self, tags: tuple[str, ...] | None, attributes: Attrs) -> Attrs:
+        """The bounded metric attributes of a series."""
+        out: list[tuple[str, str]] = []
+        if tags is not None:
+            out.append((semconv.ATTR_SPAN_NAME, self.span_names("/".join(tags))))
+            out.append((semconv.ATTR_SPAN_ROOT, self.span_names(tags[0] if tags else "")))
+        for key, value in attributes:
+            if key == semconv.ATTR_TASK_PREFIX:
+                value = self.prefixes(value)
+            out.append((key, value))
+        return tuple(out)
+
+    def add(self, deltas: Iterable[CounterDelta]) -> None:
+        price = self.settings.cpu_hour_price
+        with self._lock:
+            for delta in deltas:
+                attrs = self.labels(delta.tags, delta.attributes)
+                series = self._sums[delta.metric]
+                series[attrs] = series.get(attrs, 0.0) + delta.value
+                if price is not None and delta.metric == semconv.M_SPAN_CPU_AVAILABLE:
+                    cost = self._sums[semconv.M_SPAN_COST]
+                    cost[attrs] = cost.get(attrs, 0.0) + delta.value / 3600 * price
+
+    def read(self, metric: str) -> list[tuple[Attrs, float]]:
+        with self._lock:
+            return list(self._sums.get(metric, {}).items())
+
+    def overflow(self) -> dict[str, int]:
+        return {
+            semconv.ATTR_SPAN_NAME: self.span_names.overflowed,
+            semconv.ATTR_TASK_PREFIX: self.prefixes.overflowed,
+        }
+
+
+def _observe(state: MetricsState, metric: str) -> Callable[[CallbackOptions], list[Observation]]:
+    def callback(options: CallbackOptions) -> list[Observation]:
+        return [Observation(value, dict(attrs)) for attrs, value in state.read(metric)]
+
+    return callback
+
+
+class Instruments:
+    """Creates every instrument on ``meter`` and records observations into histograms."""
+
+    def __init__(
+        self,
+        meter: Meter,
+        state: MetricsState,
+        self_stats: Callable[[], Mapping[str, Any]],
+    ):
+        self.state = state
+        for name, unit, description in COUNTERS:
+            meter.create_observable_counter(
+                name, callbacks=[_observe(state, name)], unit=unit, description=description
+            )
+        if state.settings.cpu_hour_price is not None:
+            meter.create_observable_counter(
+                semconv.M_SPAN_COST,
+                callbacks=[_observe(state, semconv.M_SPAN_COST)],
+                unit="{" + state.settings.currency + "}",
+                description="Estimated cost of the CPU made available while the span ran",
+            )
+        self._histograms: dict[str, Histogram] = {
+            semconv.M_TASK_DURATION: meter.create_histogram(
+                semconv.M_TASK_DURATION,
+                unit=semconv.UNIT_SECONDS,
+                description="Compute time of tasks that finished, by prefix",
+                explicit_bucket_boundaries_advisory=TASK_DURATION_BUCKETS,
+            ),
+            semconv.M_SPAN_DURATION: meter.create_histogram(
+                semconv.M_SPAN_DURATION,
+                unit=semconv.UNIT_SECONDS,
+                description="Wall time of finished Dask spans",
+                explicit_bucket_boundaries_advisory=SPAN_DURATION_BUCKETS,
+            ),
+        }
+
+        def records_cb(options: CallbackOptions) -> list[Observation]:
+            out = []
+            for signal, counters in self_stats().items():
+                if not isinstance(counters, Mapping):
+                    continue
+                for outcome in ("submitted", "exported", "dropped", "failed", "unsent"):
+                    attrs = {semconv.ATTR_SIGNAL: signal, semconv.ATTR_OUTCOME: outcome}
+                    out.append(Observation(counters.get(outcome, 0), attrs))
+            return out
+
+        def overflow_cb(options: CallbackOptions) -> list[Observation]:
+            return [
+                Observation(count, {semconv.ATTR_LIMITED: attribute})
+                for attribute, count in state.overflow().items()
+            ]
+
+        def errors_cb(options: CallbackOptions) -> list[Observation]:
+            return [Observation(int(self_stats().get("internal_errors", 0)))]
+
+        meter.create_observable_counter(
+            semconv.M_RECORDS,
+            callbacks=[records_cb],
+            unit=semconv.UNIT_ONE,
+            description="Telemetry records of otel-spans by signal and outcome",
+        )
+        meter.create_observable_counter(
+            semconv.M_OVERFLOW,
+            callbacks=[overflow_cb],
+            unit=semconv.UNIT_ONE,
+            description="Attribute values replaced by (overflow) to keep cardinality bounded",
+        )
+        meter.create_observable_counter(
+            semconv.M_INTERNAL_ERRORS,
+            callbacks=[errors_cb],
+            unit=semconv.UNIT_ONE,
+            description="Errors inside otel-spans caught before they reached Dask",
+        )
+
+    def record(self, batch: list[records.Observation]) -> bool:
+        """Record histogram observations (on the pipeline thread, never the loop)."""
+        for obs in batch:
+            histogram = self._histograms.get(obs.metric)
+            if histogram is None:
+                continue
+            context = trace.set_span_in_context(
+                NonRecordingSpan(
+                    SpanContext(obs.trace_id, obs.span_id, is_remote=True, trace_flags=_SAMPLED)
+                )
+            )
+            histogram.record(obs.value, dict(self.state.labels(obs.tags, obs.attributes)), context)
+        return True

@@ -1,0 +1,104 @@
+"""Reading Dask's scheduler objects into records: the read-only half of the Dask side.
+
+Functions here run on the scheduler's event loop (called by :mod:`otel_spans.plugin`)
+and turn live ``Span``/``TaskGroup`` state into immutable records and counter deltas.
+They never keep references to Dask objects and never touch the OTel SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from otel_spans import semconv
+from otel_spans.records import Attrs, CodeSnippet, CounterDelta
+
+if TYPE_CHECKING:
+    from distributed.spans import Span
+
+#: States reported as a snapshot for spans exported unfinished (at shutdown).
+PENDING_STATES = frozenset({"processing", "waiting", "queued", "no-worker"})
+
+#: Dask's synthetic "idle" key in ``Span.cumulative_worker_metrics``.
+IDLE_KEY = ("execute", "N/A", semconv.IDLE_ACTIVITY, "seconds")
+
+
+def root_of(span: Span) -> Span:
+    while span.parent is not None:
+        span = span.parent
+    return span
+
+
+def code_snippets(span: Span) -> tuple[CodeSnippet, ...]:
+    """The innermost captured frame of each computation that fed ``span`` directly."""
+    out = []
+    for frames in span._code:
+        if frames:
+            frame = frames[-1]
+            out.append(CodeSnippet(frame.code, frame.filename, frame.lineno_frame))
+    return tuple(out)
+
+
+def pending_states(span: Span) -> dict[str, int]:
+    """Tasks of the span tree not yet finished, by state."""
+    states: dict[str, int] = {}
+    for tg in span.traverse_groups():
+        for state, count in tg.states.items():
+            if count and state in PENDING_STATES:
+                states[state] = states.get(state, 0) + count
+    return states
+
+
+def worker_metric(tags: tuple[str, ...] | None, key: Hashable, value: float) -> CounterDelta | None:
+    """A delta of one fine-performance-metric key; None for keys of unknown shape.
+
+    Per-span keys are ``("execute", prefix, activity, unit)`` and
+    ``("p2p", where, activity, unit)``; cluster keys have other contexts too
+    (``gather-dep``, ``get-data``...) with any number of middle elements.
+    """
+    if not isinstance(key, tuple) or len(key) < 3:
+        return None
+    context, unit, activity = str(key[0]), str(key[-1]), str(key[-2])
+    names = semconv.DASK_UNITS.get(unit)
+    if names is None:
+        return None
+    execute_metric, p2p_metric, cluster_metric, _ = names
+    middle = "/".join(str(part) for part in key[1:-2])
+    attrs: list[tuple[str, str]] = []
+    if tags is None:
+        metric = cluster_metric
+        attrs.append((semconv.ATTR_CONTEXT, context))
+        if context == "execute" and middle:
+            attrs.append((semconv.ATTR_TASK_PREFIX, middle))
+        elif context == "p2p" and middle:
+            attrs.append((semconv.ATTR_P2P_WHERE, middle))
+    elif context == "execute":
+        metric = execute_metric
+        attrs.append((semconv.ATTR_TASK_PREFIX, middle))
+    elif context == "p2p":
+        metric = p2p_metric
+        attrs.append((semconv.ATTR_P2P_WHERE, middle))
+    else:
+        return None
+    attrs.append((semconv.ATTR_ACTIVITY, activity))
+    return CounterDelta(metric, tags, tuple(attrs), value)
+
+
+def growth(
+    current: Mapping[Any, float], seen: MutableMapping[Any, float]
+) -> Iterator[tuple[Any, float]]:
+    """How much each cumulative value grew since it was last seen; updates ``seen``.
+
+    Values that went down (which Dask documents as possible for hand-made metrics)
+    are taken as the new baseline: a counter never decreases.
+    """
+    for key, value in list(current.items()):
+        before = seen.get(key, 0.0)
+        if value != before:
+            seen[key] = value
+            if value > before:
+                yield key, value - before
+
+
+def label(*pairs: tuple[str, str]) -> Attrs:
+    return tuple(pairs)

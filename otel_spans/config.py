@@ -77,6 +77,31 @@ class ExportTarget:
 
 
 @dataclass(frozen=True)
+class TaskRule:
+    """Task-span mode for the Dask spans whose "/"-joined tags match ``match``."""
+
+    match: str
+    mode: Literal["none", "sampled", "all"]
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    mode: Literal["none", "sampled", "all"]
+    slowest: int
+    ratio: float
+    max_per_trace: int
+    rules: tuple[TaskRule, ...]
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    target: ExportTarget
+    topics: tuple[str, ...]
+    exclude_topics: tuple[str, ...]
+    erred_tasks: bool
+
+
+@dataclass(frozen=True)
 class TraceSettings:
     target: ExportTarget
     #: Seconds a finished Dask span must stay finished before it is exported.
@@ -85,6 +110,8 @@ class TraceSettings:
     poll_interval: float
     #: Longest code snippet kept (characters); 0 keeps none.
     code_max_length: int
+    tasks: TaskSettings
+    max_error_stories: int
 
 
 Temporality = Literal["cumulative", "delta", "lowmemory"]
@@ -122,6 +149,7 @@ class Settings:
     max_attribute_length: int
     traces: TraceSettings
     metrics: MetricsSettings
+    logs: LogSettings
 
     @classmethod
     def from_config(
@@ -273,8 +301,68 @@ class _Resolver:
                 code_max_length=self.integer(
                     "traces.code-max-length", self.get("traces.code-max-length"), minimum=0
                 ),
+                tasks=self.task_settings(),
+                max_error_stories=self.integer(
+                    "traces.max-error-stories", self.get("traces.max-error-stories"), minimum=0
+                ),
             ),
             metrics=self.metrics(),
+            logs=self.log_settings(),
+        )
+
+    def task_mode(self, key: str, value: Any) -> Literal["none", "sampled", "all"]:
+        if value not in ("none", "sampled", "all"):
+            raise self.fail(key, value, "none, sampled or all")
+        mode: Literal["none", "sampled", "all"] = value
+        return mode
+
+    def task_settings(self) -> TaskSettings:
+        ratio_value = self.get("traces.tasks.ratio")
+        try:
+            if isinstance(ratio_value, bool):
+                raise TypeError
+            ratio = float(ratio_value)
+        except (TypeError, ValueError):
+            raise self.fail("traces.tasks.ratio", ratio_value, "a number from 0 to 1") from None
+        if not 0 <= ratio <= 1:
+            raise self.fail("traces.tasks.ratio", ratio_value, "a number from 0 to 1")
+        rules_value = self.get("traces.tasks.rules") or []
+        if not isinstance(rules_value, list):
+            raise self.fail("traces.tasks.rules", rules_value, "a list of {match, mode} mappings")
+        rules = []
+        for i, rule in enumerate(rules_value):
+            key = f"traces.tasks.rules[{i}]"
+            if (
+                not isinstance(rule, Mapping)
+                or set(rule) != {"match", "mode"}
+                or not isinstance(rule["match"], str)
+            ):
+                raise self.fail(key, rule, "a mapping {match: <glob>, mode: none|sampled|all}")
+            rules.append(TaskRule(rule["match"], self.task_mode(key + ".mode", rule["mode"])))
+        return TaskSettings(
+            mode=self.task_mode("traces.tasks.mode", self.get("traces.tasks.mode")),
+            slowest=self.integer(
+                "traces.tasks.slowest", self.get("traces.tasks.slowest"), minimum=0
+            ),
+            ratio=ratio,
+            max_per_trace=self.integer(
+                "traces.tasks.max-per-trace", self.get("traces.tasks.max-per-trace"), minimum=0
+            ),
+            rules=tuple(rules),
+        )
+
+    def globs(self, key: str) -> tuple[str, ...]:
+        value = self.get(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, value, "a list of glob patterns (strings)")
+        return tuple(value)
+
+    def log_settings(self) -> LogSettings:
+        return LogSettings(
+            target=self.target("logs"),
+            topics=self.globs("logs.topics"),
+            exclude_topics=self.globs("logs.exclude-topics"),
+            erred_tasks=self.boolean("logs.erred-tasks", self.get("logs.erred-tasks")),
         )
 
     def metrics(self) -> MetricsSettings:

@@ -26,6 +26,24 @@ class CodeSnippet:
     lineno: int
 
 
+#: An attribute value as OTel accepts it.
+AttrValue = str | bool | int | float | tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    name: str
+    time_ns: int
+    attributes: tuple[tuple[str, AttrValue], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRecord:
+    trace_id: int
+    span_id: int
+    attributes: tuple[tuple[str, AttrValue], ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class SpanRecord:
     """One export of one Dask span (or of a continuation of it)."""
@@ -60,6 +78,8 @@ class SpanRecord:
     task_duration: float
     active_cpu_seconds: float
     code: tuple[CodeSnippet, ...] = field(default=())
+    #: Computations that fed the span, erred-task details...
+    events: tuple[EventRecord, ...] = field(default=())
 
     @property
     def erred(self) -> int:
@@ -96,3 +116,83 @@ class Observation(NamedTuple):
     value: float
     trace_id: int
     span_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """One task group of a Dask span, exported with (or after) its span."""
+
+    name: str
+    prefix: str
+    trace_id: int
+    span_id: int
+    parent_span_id: int
+    start_ns: int
+    end_ns: int
+    tasks: int
+    memory: int
+    erred: int
+    nbytes: int
+    #: Summed durations by action (compute, transfer, disk-read...), seconds.
+    durations: tuple[tuple[str, float], ...]
+    workers: int
+    task_spans_kept: int
+    task_spans_dropped: int
+    links: tuple[LinkRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseRecord:
+    """One ``startstops`` entry of a task: compute, transfer, disk-read..."""
+
+    action: str
+    start_ns: int
+    end_ns: int
+    #: For transfers: the worker the data came from.
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExceptionRecord:
+    type: str
+    message: str
+    stacktrace: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One sampled run of one task."""
+
+    key: str
+    prefix: str
+    group: str
+    trace_id: int
+    span_id: int
+    parent_span_id: int
+    state: str
+    worker: str
+    thread: int | None
+    nbytes: int
+    typename: str
+    attempt: int
+    sampled_because: str
+    start_ns: int
+    end_ns: int
+    phases: tuple[PhaseRecord, ...] = ()
+    exception: ExceptionRecord | None = None
+    events: tuple[EventRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One log record: a Dask structured event, or the report of an erred task."""
+
+    time_ns: int
+    severity_number: int
+    severity_text: str
+    #: A Dask event message: a shallow copy of the dict (or the object) as logged.
+    body: object
+    attributes: tuple[tuple[str, AttrValue], ...]
+    event_name: str
+    trace_id: int = 0
+    span_id: int = 0

@@ -105,3 +105,63 @@ DASK_UNITS: Final = {
     "bytes": (M_EXECUTE_BYTES, M_P2P_BYTES, M_CLUSTER_BYTES, UNIT_BYTES),
     "count": (M_EXECUTE_COUNT, M_P2P_COUNT, M_CLUSTER_COUNT, UNIT_ONE),
 }
+
+# -- task-group spans (children of their Dask span, named by the task prefix) -----------
+DASK_TASK_GROUP_NAME: Final = "dask.task_group.name"
+DASK_TASK_GROUP_TASKS: Final = "dask.task_group.tasks"
+DASK_TASK_GROUP_TASKS_MEMORY: Final = "dask.task_group.tasks.memory"
+DASK_TASK_GROUP_TASKS_ERRED: Final = "dask.task_group.tasks.erred"
+DASK_TASK_GROUP_NBYTES: Final = "dask.task_group.nbytes"
+#: Summed durations by action: ``dask.task_group.duration.<action>`` (compute, transfer...).
+DASK_TASK_GROUP_DURATION_PREFIX: Final = "dask.task_group.duration."
+DASK_TASK_GROUP_WORKERS: Final = "dask.task_group.workers"
+#: Task spans of the group that were not exported (sampling, budget).
+DASK_TASK_GROUP_TASK_SPANS_DROPPED: Final = "dask.task_group.task_spans.dropped"
+DASK_TASK_GROUP_TASK_SPANS_KEPT: Final = "dask.task_group.task_spans.kept"
+#: On links from a group span to the group spans it depends on.
+DASK_LINK_KIND: Final = "dask.link.kind"
+LINK_KIND_DEPENDENCY: Final = "dependency"
+LINK_KIND_CONTINUES: Final = "continues"
+#: Dask span attribute: erred tasks whose transition story was recorded.
+DASK_SPAN_ERRORS_DETAILED: Final = "dask.span.errors.detailed"
+
+# -- task spans (sampled; children of their group span, named by the task prefix) --------
+DASK_TASK_KEY: Final = "dask.task.key"
+DASK_TASK_PREFIX: Final = "dask.task.prefix"
+DASK_TASK_GROUP: Final = "dask.task.group"
+DASK_TASK_STATE: Final = "dask.task.state"
+DASK_TASK_ATTEMPT: Final = "dask.task.attempt"
+DASK_TASK_NBYTES: Final = "dask.task.nbytes"
+DASK_TASK_TYPE: Final = "dask.task.type"
+#: Why the task span was kept: erred, recomputed, slowest, ratio, all.
+DASK_TASK_SAMPLED_BECAUSE: Final = "dask.task.sampled_because"
+DASK_WORKER_ADDRESS: Final = "dask.worker.address"
+DASK_WORKER_THREAD: Final = "dask.worker.thread"
+#: On phase spans (children of a task span, named by the action): the worker data
+#: came from, for transfers.
+DASK_PHASE_SOURCE: Final = "dask.phase.source"
+
+# -- events ---------------------------------------------------------------------------
+EVENT_EXCEPTION: Final = "exception"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+#: One event per scheduler transition of an erred task (from Scheduler.story).
+EVENT_TRANSITION: Final = "dask.transition"
+DASK_TRANSITION_FROM: Final = "dask.transition.from"
+DASK_TRANSITION_TO: Final = "dask.transition.to"
+DASK_TRANSITION_STIMULUS: Final = "dask.transition.stimulus"
+#: One event per compute/persist/submit that fed the Dask span.
+EVENT_COMPUTATION: Final = "dask.computation"
+DASK_COMPUTATION_ID: Final = "dask.computation.id"
+DASK_COMPUTATION_GROUPS: Final = "dask.computation.task_groups"
+
+# -- logs -------------------------------------------------------------------------------
+#: Log attribute: the topic of a Dask structured event (``Scheduler.log_event``).
+DASK_EVENT_TOPIC: Final = "dask.event.topic"
+#: Log attribute: what happened (``msg["action"]`` when the event has one).
+DASK_EVENT_ACTION: Final = "dask.event.action"
+#: event_name of log records from Dask structured events.
+LOG_EVENT_NAME: Final = "dask.event"
+#: event_name of the log record emitted for each erred task.
+LOG_TASK_ERRED: Final = "dask.task.erred"

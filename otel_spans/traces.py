@@ -12,15 +12,17 @@ from collections.abc import Mapping
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from otel_spans import semconv
-from otel_spans.records import SpanRecord
+from otel_spans import ids, semconv
+from otel_spans.records import EventRecord, GroupRecord, LinkRecord, SpanRecord, TaskRecord
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+#: Most links one span carries (the OTel SDK's default link limit).
+MAX_LINKS = 128
 _SCOPE = InstrumentationScope(semconv.SCOPE_NAME)
 
 
@@ -85,6 +87,7 @@ def dask_span(
         parent=parent,
         resource=resource,
         attributes=_attributes(span_attributes(record, code_max_length), max_length),
+        events=_events(record.events, max_length),
         links=links,
         kind=SpanKind.INTERNAL,
         status=status,
@@ -92,3 +95,125 @@ def dask_span(
         end_time=max(record.end_ns, record.start_ns),
         instrumentation_scope=_SCOPE,
     )
+
+
+def _events(records: tuple[EventRecord, ...], max_length: int) -> list[Event]:
+    return [
+        Event(e.name, _attributes(_values(e.attributes), max_length), e.time_ns) for e in records
+    ]
+
+
+def _values(pairs: tuple[tuple[str, object], ...]) -> dict[str, AttributeValue]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in pairs}  # type: ignore[misc]
+
+
+def _links(records: tuple[LinkRecord, ...], max_length: int) -> list[Link]:
+    return [
+        Link(
+            context(link.trace_id, link.span_id), _attributes(_values(link.attributes), max_length)
+        )
+        for link in records[:MAX_LINKS]
+    ]
+
+
+def group_span(record: GroupRecord, resource: Resource, *, max_length: int) -> ReadableSpan:
+    """The span of a task group: named by its prefix, the full name in an attribute."""
+    attrs: dict[str, AttributeValue] = {
+        semconv.DASK_TASK_GROUP_NAME: record.name,
+        semconv.DASK_TASK_PREFIX: record.prefix,
+        semconv.DASK_TASK_GROUP_TASKS: record.tasks,
+        semconv.DASK_TASK_GROUP_TASKS_MEMORY: record.memory,
+        semconv.DASK_TASK_GROUP_TASKS_ERRED: record.erred,
+        semconv.DASK_TASK_GROUP_NBYTES: record.nbytes,
+        semconv.DASK_TASK_GROUP_WORKERS: record.workers,
+        semconv.DASK_TASK_GROUP_TASK_SPANS_KEPT: record.task_spans_kept,
+        semconv.DASK_TASK_GROUP_TASK_SPANS_DROPPED: record.task_spans_dropped,
+    }
+    for action, seconds in record.durations:
+        attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
+    status = Status(StatusCode.UNSET)
+    if record.erred:
+        status = Status(StatusCode.ERROR, f"{record.erred} of {record.tasks} tasks erred")
+    return ReadableSpan(
+        name=record.prefix[:max_length] or "(empty)",
+        context=context(record.trace_id, record.span_id),
+        parent=context(record.trace_id, record.parent_span_id),
+        resource=resource,
+        attributes=_attributes(attrs, max_length),
+        links=_links(record.links, max_length),
+        kind=SpanKind.INTERNAL,
+        status=status,
+        start_time=record.start_ns,
+        end_time=max(record.end_ns, record.start_ns),
+        instrumentation_scope=_SCOPE,
+    )
+
+
+def task_spans(record: TaskRecord, resource: Resource, *, max_length: int) -> list[ReadableSpan]:
+    """The span of one sampled task run, and one child span per phase."""
+    attrs: dict[str, AttributeValue] = {
+        semconv.DASK_TASK_KEY: record.key,
+        semconv.DASK_TASK_PREFIX: record.prefix,
+        semconv.DASK_TASK_GROUP: record.group,
+        semconv.DASK_TASK_STATE: record.state,
+        semconv.DASK_TASK_ATTEMPT: record.attempt,
+        semconv.DASK_TASK_NBYTES: record.nbytes,
+        semconv.DASK_TASK_TYPE: record.typename,
+        semconv.DASK_TASK_SAMPLED_BECAUSE: record.sampled_because,
+        semconv.DASK_WORKER_ADDRESS: record.worker,
+    }
+    if record.thread is not None:
+        attrs[semconv.DASK_WORKER_THREAD] = record.thread
+    events = _events(record.events, max_length)
+    status = Status(StatusCode.UNSET)
+    if record.exception is not None:
+        exc = record.exception
+        status = Status(StatusCode.ERROR, f"{exc.type}: {exc.message}"[:max_length])
+        events.insert(
+            0,
+            Event(
+                semconv.EVENT_EXCEPTION,
+                _attributes(
+                    {
+                        semconv.EXCEPTION_TYPE: exc.type,
+                        semconv.EXCEPTION_MESSAGE: exc.message,
+                        semconv.EXCEPTION_STACKTRACE: exc.stacktrace,
+                    },
+                    max_length,
+                ),
+                record.end_ns,
+            ),
+        )
+    out = [
+        ReadableSpan(
+            name=record.prefix[:max_length] or "(empty)",
+            context=context(record.trace_id, record.span_id),
+            parent=context(record.trace_id, record.parent_span_id),
+            resource=resource,
+            attributes=_attributes(attrs, max_length),
+            events=events,
+            kind=SpanKind.INTERNAL,
+            status=status,
+            start_time=record.start_ns,
+            end_time=max(record.end_ns, record.start_ns),
+            instrumentation_scope=_SCOPE,
+        )
+    ]
+    for i, phase in enumerate(record.phases):
+        phase_attrs: dict[str, AttributeValue] = {}
+        if phase.source:
+            phase_attrs[semconv.DASK_PHASE_SOURCE] = phase.source
+        out.append(
+            ReadableSpan(
+                name=phase.action[:max_length] or "(empty)",
+                context=context(record.trace_id, ids.span_id_for(record.span_id, "phase", i)),
+                parent=context(record.trace_id, record.span_id),
+                resource=resource,
+                attributes=_attributes(phase_attrs, max_length),
+                kind=SpanKind.INTERNAL,
+                start_time=phase.start_ns,
+                end_time=max(phase.end_ns, phase.start_ns),
+                instrumentation_scope=_SCOPE,
+            )
+        )
+    return out

@@ -17,8 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics import (
     Counter,
     Histogram,
@@ -484,3 +487,72 @@ class PrometheusEndpoint:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+# -- log exporters ---------------------------------------------------------------------------
+class OtlpJsonLogExporter(LogRecordExporter):
+    """Log records as OTLP/JSON lines in a local directory (the embedded default)."""
+
+    def __init__(self, writer: JsonLinesWriter):
+        self.writer = writer
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        try:
+            self.writer.write(encode_logs(batch))
+        except OSError:
+            logger.exception("otel-spans: cannot write %s", self.writer.path)
+            return LogRecordExportResult.FAILURE
+        return LogRecordExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+class _NoLogExporter(LogRecordExporter):
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        return LogRecordExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+def make_log_exporter(target: ExportTarget, *, role: str) -> LogRecordExporter:
+    """The SDK log exporter for ``target``, every option passed explicitly."""
+    if target.kind == "none":
+        return _NoLogExporter()
+    if target.kind == "file":
+        return OtlpJsonLogExporter(JsonLinesWriter(target.directory, "logs", role))
+    if target.protocol == "grpc":
+        import grpc
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
+            OTLPLogExporter as GrpcLogExporter,
+        )
+
+        return GrpcLogExporter(
+            endpoint=target.endpoint,
+            insecure=target.insecure,
+            credentials=_grpc_credentials(target),
+            headers=dict(target.headers),
+            timeout=target.timeout,
+            compression=grpc.Compression.Gzip if target.compression else None,
+        )
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+        OTLPLogExporter as HttpLogExporter,
+    )
+
+    return HttpLogExporter(
+        endpoint=target.endpoint,
+        certificate_file=target.certificate,
+        client_certificate_file=target.client_certificate,
+        client_key_file=target.client_key,
+        headers=dict(target.headers),
+        timeout=target.timeout,
+        compression=Compression.Gzip if target.compression else Compression.NoCompression,
+    )

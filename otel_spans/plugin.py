@@ -25,6 +25,7 @@ OTel span, child of the first export, linked to the previous export, with its ow
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import logging
 import time as _time
 from collections.abc import Hashable
@@ -38,7 +39,9 @@ from tornado.ioloop import PeriodicCallback
 
 from otel_spans import config, ids, semconv, snapshots
 from otel_spans.config import Settings
-from otel_spans.records import CounterDelta, Observation, SpanRecord, ns
+from otel_spans.dag import DagTracker, SpanContextInfo
+from otel_spans.records import CounterDelta, EventRecord, LogEntry, Observation, SpanRecord, ns
+from otel_spans.sampling import Policy
 from otel_spans.signals import Signals
 
 if TYPE_CHECKING:
@@ -70,6 +73,8 @@ class _Track:
     #: OTel span id of the first export (tasks and exemplars point here).
     otel_span_id: int
     is_root: bool
+    #: What the DAG tracker needs of this span (ids, sampling policy).
+    info: SpanContextInfo
     #: How many times the span was exported so far.
     exports: int = 0
     #: OTel span id of the latest export.
@@ -128,6 +133,9 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._lingering: set[str] = set()
         self._cluster_seen: dict[tuple[Hashable, ...], float] = {}
         self._seen = 0
+        self._dag: DagTracker | None = None
+        #: Recent worker removals already handled (insertion-ordered, bounded).
+        self._removals: dict[tuple[Any, Any], None] = {}
         self._internal_errors = 0
         self._last_error_log = 0.0
 
@@ -152,6 +160,13 @@ class OtelSpansPlugin(SchedulerPlugin):
             role="scheduler",
             instance_id=scheduler.id,
             scheduler_address=scheduler.address,
+        )
+        self._dag = DagTracker(
+            scheduler,
+            submit=self.signals.submit_span,
+            log=self.signals.submit_log if settings.logs.erred_tasks else None,
+            max_error_stories=settings.traces.max_error_stories,
+            max_length=settings.max_attribute_length,
         )
         scheduler.handlers["otel_spans_stats"] = self.stats
         self._callbacks = [
@@ -216,6 +231,8 @@ class OtelSpansPlugin(SchedulerPlugin):
                 return
             if finish == "released" or (finish == "memory" and start != "processing"):
                 return
+            if self._dag is not None:
+                self._dag.task_finished(ts, start, finish, kwargs, track.info)
             prefix = ts.group.prefix.name
             counter = (prefix, finish)
             track.finished[counter] = track.finished.get(counter, 0) + 1
@@ -224,6 +241,63 @@ class OtelSpansPlugin(SchedulerPlugin):
                 self._observe_task(track, prefix, kwargs.get("startstops"))
         except Exception:
             self._internal_error("transition")
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        """Dask structured events: worker losses feed the DAG, topics become logs."""
+        try:
+            if self.signals is None or self.settings is None:
+                return
+            action = msg.get("action") if isinstance(msg, dict) else None
+            if action == "remove-worker" and self._dag is not None:
+                # Logged under the worker's topic and under "all": count each removal once.
+                removal = (msg.get("stimulus_id"), msg.get("worker", topic))
+                if removal not in self._removals:
+                    self._removals[removal] = None
+                    if len(self._removals) > 1000:
+                        del self._removals[next(iter(self._removals))]
+                    self._dag.lost(msg.get("processing-tasks") or ())
+                    self._dag.lost(msg.get("lost-computed-tasks") or ())
+            logs = self.settings.logs
+            if logs.target.kind == "none" or not _matches(topic, logs.topics):
+                return
+            if _matches(topic, logs.exclude_topics):
+                return
+            attributes: tuple[tuple[str, str], ...] = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
+            if action is not None:
+                attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
+            self.signals.submit_log(
+                LogEntry(
+                    time_ns=ns(time()),
+                    severity_number=9,  # INFO
+                    severity_text="INFO",
+                    body=dict(msg) if isinstance(msg, dict) else msg,
+                    attributes=attributes,
+                    event_name=semconv.LOG_EVENT_NAME,
+                    **self._event_context(msg),
+                )
+            )
+        except Exception:
+            self._internal_error("log_event")
+
+    def _event_context(self, msg: Any) -> dict[str, int]:
+        """Trace and span ids for an event that names a task key or a Dask span."""
+        if not isinstance(msg, dict) or self._scheduler is None:
+            return {}
+        track = None
+        key = msg.get("key")
+        if key is not None:
+            try:
+                ts = self._scheduler.tasks.get(key)
+            except TypeError:  # an unhashable "key"
+                ts = None
+            if ts is not None and ts.group is not None and ts.group.span_id:
+                track = self._tracks.get(ts.group.span_id)
+        span_id = msg.get("span_id")
+        if track is None and isinstance(span_id, str):
+            track = self._tracks.get(span_id)
+        if track is None:
+            return {}
+        return {"trace_id": track.trace_id, "span_id": track.otel_span_id}
 
     def _observe_task(self, track: _Track, prefix: str, startstops: Any) -> None:
         if not startstops or self.signals is None:
@@ -258,15 +332,30 @@ class OtelSpansPlugin(SchedulerPlugin):
         track = self._tracks.get(span.id)
         if track is None:
             root = snapshots.root_of(span)
+            tags = tuple(str(tag) for tag in span.name)
+            trace_id = ids.trace_id_for(root.id)
+            otel_span_id = ids.dask_span_id(span.id)
             track = self._tracks[span.id] = _Track(
-                tags=tuple(str(tag) for tag in span.name),
-                trace_id=ids.trace_id_for(root.id),
-                otel_span_id=ids.dask_span_id(span.id),
+                tags=tags,
+                trace_id=trace_id,
+                otel_span_id=otel_span_id,
                 is_root=root is span,
+                info=SpanContextInfo(span.id, tags, trace_id, otel_span_id, self._policy(tags)),
             )
             self._open[span.id] = span
             self._live[span.id] = span
         return track
+
+    def _policy(self, tags: tuple[str, ...]) -> Policy:
+        assert self.settings is not None
+        tasks = self.settings.traces.tasks
+        mode = tasks.mode
+        name = "/".join(tags)
+        for rule in tasks.rules:
+            if fnmatch.fnmatchcase(name, rule.match):
+                mode = rule.mode
+                break
+        return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace)
 
     # -- the trace poll -----------------------------------------------------------------
     def _poll_safely(self, final: bool = False) -> None:
@@ -345,6 +434,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         assert self.signals is not None
         record = self._record(span, track, done=done)
         self.signals.submit_span(record)
+        if self._dag is not None:
+            self._dag.export_groups(list(span.groups), track.info, span.enqueued)
         if done:
             self.signals.submit_observation(
                 Observation(
@@ -412,7 +503,28 @@ class OtelSpansPlugin(SchedulerPlugin):
             task_duration=sum(tg.duration for tg in groups),
             active_cpu_seconds=span.active_cpu_seconds,
             code=snapshots.code_snippets(span) if self.settings.traces.code_max_length else (),
+            events=self._computations(span) if not continuation else (),
         )
+
+    def _computations(self, span: Span) -> tuple[EventRecord, ...]:
+        """One event per compute/persist/submit whose task groups fed this span."""
+        assert self._scheduler is not None and self.settings is not None
+        own = span.groups
+        limit = self.settings.traces.code_max_length
+        events = []
+        for computation in list(self._scheduler.computations):
+            shared = len(computation.groups & own)
+            if not shared:
+                continue
+            attrs: tuple[tuple[str, str | int], ...] = (
+                (semconv.DASK_COMPUTATION_ID, str(computation.id)),
+                (semconv.DASK_COMPUTATION_GROUPS, shared),
+            )
+            for frames in list(computation.code)[:1]:
+                if frames and limit:
+                    attrs += ((semconv.DASK_SPAN_CODE, frames[-1].code[:limit]),)
+            events.append(EventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
+        return tuple(events)
 
     # -- the metrics tick -----------------------------------------------------------------
     def _metrics_safely(self, final: bool = False) -> None:
@@ -496,3 +608,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         if now - self._last_error_log >= _ERROR_LOG_EVERY:
             self._last_error_log = now
             logger.exception("otel-spans: internal error in %s (ignored)", where)
+
+
+def _matches(topic: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(str(topic), pattern) for pattern in patterns)

@@ -10,22 +10,34 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from otel_spans import semconv, traces
+from otel_spans import logs, semconv, traces
 from otel_spans.config import Settings
 from otel_spans.exporting import (
     CountingMetricExporter,
     ExportPipeline,
     PrometheusEndpoint,
     build_resource,
+    make_log_exporter,
     make_metric_exporter,
     make_span_exporter,
 )
 from otel_spans.metrics import Instruments, MetricsState
-from otel_spans.records import CounterDelta, Observation, SpanRecord
+from otel_spans.records import (
+    CounterDelta,
+    GroupRecord,
+    LogEntry,
+    Observation,
+    SpanRecord,
+    TaskRecord,
+)
+
+#: Everything that becomes spans: Dask spans, task groups, task runs (with phases).
+TraceRecord = SpanRecord | GroupRecord | TaskRecord
 
 logger = logging.getLogger("otel_spans")
 
@@ -41,6 +53,7 @@ class Signals:
         self._internal_errors = 0
         self._init_traces(role)
         self._init_metrics(role)
+        self._init_logs(role)
 
     # -- traces ------------------------------------------------------------------------
     def _init_traces(self, role: str) -> None:
@@ -48,19 +61,27 @@ class Signals:
         trace_settings = settings.traces
         self._span_exporter = make_span_exporter(trace_settings.target, role=role)
 
-        def send_spans(batch: list[SpanRecord]) -> bool:
-            spans = [
-                traces.dask_span(
-                    record,
-                    self.resource,
-                    max_length=settings.max_attribute_length,
-                    code_max_length=trace_settings.code_max_length,
-                )
-                for record in batch
-            ]
+        max_length = settings.max_attribute_length
+
+        def send_spans(batch: list[TraceRecord]) -> bool:
+            spans = []
+            for record in batch:
+                if isinstance(record, SpanRecord):
+                    spans.append(
+                        traces.dask_span(
+                            record,
+                            self.resource,
+                            max_length=max_length,
+                            code_max_length=trace_settings.code_max_length,
+                        )
+                    )
+                elif isinstance(record, GroupRecord):
+                    spans.append(traces.group_span(record, self.resource, max_length=max_length))
+                else:
+                    spans.extend(traces.task_spans(record, self.resource, max_length=max_length))
             return self._span_exporter.export(spans) == SpanExportResult.SUCCESS
 
-        self.spans: ExportPipeline[SpanRecord] = ExportPipeline(
+        self.spans: ExportPipeline[TraceRecord] = ExportPipeline(
             "traces",
             send_spans,
             self._span_exporter.shutdown,
@@ -68,8 +89,28 @@ class Signals:
             batch_size=settings.batch_size,
         )
 
-    def submit_span(self, record: SpanRecord) -> bool:
+    def submit_span(self, record: TraceRecord) -> bool:
         return self.spans.submit(record)
+
+    # -- logs --------------------------------------------------------------------------
+    def _init_logs(self, role: str) -> None:
+        self._log_exporter = make_log_exporter(self.settings.logs.target, role=role)
+        max_length = self.settings.max_attribute_length
+
+        def send_logs(batch: list[LogEntry]) -> bool:
+            records = [logs.log_record(e, self.resource, max_length=max_length) for e in batch]
+            return self._log_exporter.export(records) == LogRecordExportResult.SUCCESS
+
+        self.logs: ExportPipeline[LogEntry] = ExportPipeline(
+            "logs",
+            send_logs,
+            self._log_exporter.shutdown,
+            queue_size=self.settings.queue_size,
+            batch_size=self.settings.batch_size,
+        )
+
+    def submit_log(self, entry: LogEntry) -> bool:
+        return self.logs.submit(entry)
 
     # -- metrics -----------------------------------------------------------------------
     def _init_metrics(self, role: str) -> None:
@@ -113,7 +154,8 @@ class Signals:
         m = self.settings.metrics
         text = (
             f"traces to {self.settings.traces.target.describe()}; "
-            f"metrics every {m.interval:g}s to {m.target.describe()}"
+            f"metrics every {m.interval:g}s to {m.target.describe()}; "
+            f"logs to {self.settings.logs.target.describe()}"
         )
         if self.prometheus is not None:
             text += f"; Prometheus endpoint on {self.prometheus.host}:{self.prometheus.port}"
@@ -126,6 +168,7 @@ class Signals:
         out: dict[str, Any] = {
             "traces": self.spans.stats().as_dict(),
             "observations": self.observations.stats().as_dict(),
+            "logs": self.logs.stats().as_dict(),
             "internal_errors": self._internal_errors,
         }
         if self._metric_exporter is not None:
@@ -139,8 +182,9 @@ class Signals:
 
     def close(self, timeout: float) -> None:
         """Flush and stop everything within about ``timeout`` seconds in all."""
-        share = timeout / 3
+        share = timeout / 4
         self.spans.close(share)
+        self.logs.close(share)
         self.observations.close(share)
         try:
             # A final collection and export, bounded by the share of the deadline.

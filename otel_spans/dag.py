@@ -1,0 +1,311 @@
+"""The DAG inside a Dask span: task groups, sampled task runs, their phases and errors.
+
+Dask side, on the scheduler's event loop (driven by :mod:`otel_spans.plugin`). Per
+finished task the work is a few dict updates and one sampling decision; a
+:class:`TaskRecord` is built only for a task that is kept. Per task group it keeps one
+small :class:`_Group`; per-task state ends with the sampling decision (see
+:mod:`otel_spans.sampling`), so memory is O(groups + kept tasks).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from otel_spans import ids, semconv
+from otel_spans.records import (
+    EventRecord,
+    ExceptionRecord,
+    GroupRecord,
+    LinkRecord,
+    LogEntry,
+    PhaseRecord,
+    TaskRecord,
+    ns,
+)
+from otel_spans.sampling import ERRED, RECOMPUTED, SLOWEST, Policy, TaskSampler
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+    from distributed.scheduler import TaskGroup, TaskState
+
+#: Most distinct workers remembered per group (the count saturates there).
+_MAX_WORKERS = 10_000
+#: Most transition events recorded on one erred task span.
+_MAX_STORY_EVENTS = 50
+_SEVERITY_ERROR = 17  # OTel SeverityNumber.ERROR
+
+
+@dataclass(slots=True)
+class SpanContextInfo:
+    """What the DAG needs to know of the Dask span a task group belongs to."""
+
+    uuid: str
+    tags: tuple[str, ...]
+    trace_id: int
+    otel_span_id: int
+    policy: Policy
+    #: Erred tasks of this span whose story was recorded (bounded).
+    stories: int = 0
+
+
+@dataclass(slots=True)
+class _Group:
+    span: SpanContextInfo
+    span_id: int
+    memory: int = 0
+    erred: int = 0
+    workers: set[str] | None = field(default_factory=set)
+    worker_count: int = 0
+    exported: bool = False
+
+
+def _phases(startstops: Iterable[dict[str, Any]]) -> tuple[PhaseRecord, ...]:
+    return tuple(
+        PhaseRecord(
+            str(p.get("action", "?")),
+            ns(p["start"]),
+            ns(p["stop"]),
+            str(p["source"]) if p.get("source") else None,
+        )
+        for p in startstops
+        if "start" in p and "stop" in p
+    )
+
+
+def exception_record(kwargs: dict[str, Any], max_length: int) -> ExceptionRecord:
+    """The exception of an erred task from the texts the worker sent (never unpickled)."""
+    text = str(kwargs.get("exception_text") or "")[: max_length * 2]
+    kind, _, rest = text.partition("(")
+    message = rest[:-1] if rest.endswith(")") else text
+    if message[:1] in "'\"" and message[-1:] == message[:1]:
+        message = message[1:-1]
+    return ExceptionRecord(
+        type=kind.strip() or "Exception",
+        message=message[:max_length],
+        stacktrace=str(kwargs.get("traceback_text") or "")[:max_length],
+    )
+
+
+class DagTracker:
+    """Task groups, sampling and error details of every Dask span."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        submit: Callable[[GroupRecord | TaskRecord], object],
+        log: Callable[[LogEntry], object] | None,
+        max_error_stories: int,
+        max_length: int,
+    ):
+        self.scheduler = scheduler
+        self.submit = submit
+        self.log = log
+        self.max_error_stories = max_error_stories
+        self.max_length = max_length
+        self.sampler: TaskSampler[TaskRecord] = TaskSampler()
+        self._groups: dict[TaskGroup, _Group] = {}
+        #: (Dask span uuid, group name) -> how many groups of that name the span had.
+        self._names: dict[tuple[str, str], int] = {}
+        #: Keys that were processing or in memory on a worker that died: key -> times.
+        self._reruns: dict[Any, int] = {}
+
+    # -- the hot path ---------------------------------------------------------------------
+    def group(self, tg: TaskGroup, span: SpanContextInfo) -> _Group:
+        state = self._groups.get(tg)
+        if state is None:
+            n = self._names.get((span.uuid, tg.name), 0)
+            self._names[(span.uuid, tg.name)] = n + 1
+            parts: tuple[str | int, ...] = (span.uuid, "group", tg.name)
+            state = self._groups[tg] = _Group(span, ids.span_id_for(*(parts + ((n,) if n else ()))))
+        return state
+
+    def lost(self, keys: Iterable[Any]) -> None:
+        """Keys a dead worker was running or holding: their next run is a rerun."""
+        for key in keys:
+            self._reruns[key] = self._reruns.get(key, 0) + 1
+
+    def task_finished(
+        self, ts: TaskState, start: str, finish: str, kwargs: dict[str, Any], span: SpanContextInfo
+    ) -> None:
+        tg = ts.group
+        group = self.group(tg, span)
+        if finish == "memory":
+            group.memory += 1
+        else:
+            group.erred += 1
+        worker = kwargs.get("worker")
+        if worker and group.workers is not None and len(group.workers) < _MAX_WORKERS:
+            group.workers.add(worker)
+        startstops = kwargs.get("startstops") or ()
+        duration = 0.0
+        for phase in startstops:
+            if phase.get("action") == "compute":
+                duration += phase["stop"] - phase["start"]
+        key = ts.key
+        reruns = self._reruns.pop(key, 0) if self._reruns else 0
+        must_keep = None
+        if finish == "erred" and start == "processing":
+            must_keep = ERRED
+        elif reruns:
+            must_keep = RECOMPUTED
+        policy = span.policy
+        key_hash = zlib.crc32(str(key).encode("utf-8", "surrogatepass")) if policy.ratio else 0
+        decision = self.sampler.offer(tg, span.trace_id, policy, duration, must_keep, key_hash)
+        erred_here = must_keep == ERRED
+        if decision is None and not erred_here:
+            return
+        reason = SLOWEST if decision == "hold" else (decision or "")
+        record = self._task_record(ts, finish, kwargs, span, group, reruns + 1, reason)
+        if decision == "hold":
+            self.sampler.hold(tg, span.trace_id, policy, duration, record)
+        elif decision is not None:
+            self.submit(record)
+        if erred_here and self.log is not None:
+            self.log(self._erred_log(record, kwargs, span, kept=decision is not None))
+
+    def _task_record(
+        self,
+        ts: TaskState,
+        finish: str,
+        kwargs: dict[str, Any],
+        span: SpanContextInfo,
+        group: _Group,
+        attempt: int,
+        reason: str,
+    ) -> TaskRecord:
+        key = str(ts.key)
+        phases = _phases(kwargs.get("startstops") or ())
+        now = ns(self.scheduler_time())
+        start_ns = min((p.start_ns for p in phases), default=now)
+        end_ns = max((p.end_ns for p in phases), default=now)
+        exception = None
+        events: tuple[EventRecord, ...] = ()
+        if finish == "erred":
+            exception = exception_record(kwargs, self.max_length)
+            if span.stories < self.max_error_stories:
+                span.stories += 1
+                events = self._story(ts.key)
+        thread = kwargs.get("thread")
+        return TaskRecord(
+            key=key,
+            prefix=ts.prefix.name,
+            group=ts.group.name,
+            trace_id=span.trace_id,
+            span_id=ids.span_id_for(span.uuid, "task", key, attempt),
+            parent_span_id=group.span_id,
+            state=finish,
+            worker=str(kwargs.get("worker") or ""),
+            thread=thread if isinstance(thread, int) else None,
+            nbytes=int(kwargs.get("nbytes") or 0),
+            typename=str(kwargs.get("typename") or ""),
+            attempt=attempt,
+            sampled_because=reason,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            phases=phases,
+            exception=exception,
+            events=events,
+        )
+
+    @staticmethod
+    def scheduler_time() -> float:
+        from distributed.metrics import time
+
+        return time()
+
+    def _story(self, key: Any) -> tuple[EventRecord, ...]:
+        """The scheduler's transitions of ``key`` (searches its bounded transition log)."""
+        events = []
+        for entry in self.scheduler.story(key)[-_MAX_STORY_EVENTS:]:
+            # (key, start, finish, recommendations, stimulus_id, timestamp)
+            if len(entry) < 6:
+                continue
+            events.append(
+                EventRecord(
+                    semconv.EVENT_TRANSITION,
+                    ns(entry[5]),
+                    (
+                        (semconv.DASK_TRANSITION_FROM, str(entry[1])),
+                        (semconv.DASK_TRANSITION_TO, str(entry[2])),
+                        (semconv.DASK_TRANSITION_STIMULUS, str(entry[4])),
+                    ),
+                )
+            )
+        return tuple(events)
+
+    def _erred_log(
+        self, record: TaskRecord, kwargs: dict[str, Any], span: SpanContextInfo, *, kept: bool
+    ) -> LogEntry:
+        exc = record.exception
+        assert exc is not None
+        return LogEntry(
+            time_ns=record.end_ns,
+            severity_number=_SEVERITY_ERROR,
+            severity_text="ERROR",
+            body=f"Task {record.key} erred: {exc.type}: {exc.message}",
+            attributes=(
+                (semconv.DASK_TASK_KEY, record.key),
+                (semconv.DASK_TASK_PREFIX, record.prefix),
+                (semconv.DASK_WORKER_ADDRESS, record.worker),
+                (semconv.EXCEPTION_TYPE, exc.type),
+                (semconv.EXCEPTION_MESSAGE, exc.message),
+            ),
+            event_name=semconv.LOG_TASK_ERRED,
+            trace_id=span.trace_id,
+            span_id=record.span_id if kept else record.parent_span_id,
+        )
+
+    # -- at the export of a Dask span ----------------------------------------------------------
+    def export_groups(
+        self, groups: Iterable[TaskGroup], span: SpanContextInfo, fallback: float
+    ) -> int:
+        """Export the not yet exported groups (and their held task spans); returns the count."""
+        exported = 0
+        for tg in groups:
+            state = self.group(tg, span)
+            held, kept, dropped = self.sampler.flush(tg)
+            for record in held:
+                self.submit(record)
+            if state.exported:
+                continue
+            state.exported = True
+            exported += 1
+            state.worker_count = len(state.workers or ())
+            state.workers = None
+            links = []
+            for dep in list(tg.dependencies)[:128]:
+                dep_state = self._groups.get(dep)
+                if dep_state is not None:
+                    links.append(
+                        LinkRecord(
+                            dep_state.span.trace_id,
+                            dep_state.span_id,
+                            ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_DEPENDENCY),),
+                        )
+                    )
+            start = tg.start or fallback
+            self.submit(
+                GroupRecord(
+                    name=str(tg.name),
+                    prefix=tg.prefix.name,
+                    trace_id=span.trace_id,
+                    span_id=state.span_id,
+                    parent_span_id=span.otel_span_id,
+                    start_ns=ns(start),
+                    end_ns=ns(max(tg.stop, start)),
+                    tasks=len(tg),
+                    memory=state.memory,
+                    erred=state.erred,
+                    nbytes=int(tg.nbytes_total),
+                    durations=tuple(sorted(tg.all_durations.items())),
+                    workers=state.worker_count,
+                    task_spans_kept=kept,
+                    task_spans_dropped=dropped,
+                    links=tuple(links),
+                )
+            )
+        return exported

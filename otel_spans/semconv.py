@@ -121,9 +121,6 @@ DASK_TASK_GROUP_TASK_SPANS_KEPT: Final = "dask.task_group.task_spans.kept"
 #: On links from a group span to the group spans it depends on.
 DASK_LINK_KIND: Final = "dask.link.kind"
 LINK_KIND_DEPENDENCY: Final = "dependency"
-LINK_KIND_CONTINUES: Final = "continues"
-#: Dask span attribute: erred tasks whose transition story was recorded.
-DASK_SPAN_ERRORS_DETAILED: Final = "dask.span.errors.detailed"
 
 # -- task spans (sampled; children of their group span, named by the task prefix) --------
 DASK_TASK_KEY: Final = "dask.task.key"

@@ -113,6 +113,14 @@ class DagTracker:
         #: Keys that were processing or in memory on a worker that died: key -> times.
         self._reruns: dict[Any, int] = {}
 
+    def stats(self) -> dict[str, int]:
+        """Sizes of the DAG state, to check it stays O(groups + kept tasks)."""
+        return {
+            "task_groups": len(self._groups),
+            "held_task_spans": self.sampler.held(),
+            "pending_reruns": len(self._reruns),
+        }
+
     # -- the hot path ---------------------------------------------------------------------
     def group(self, tg: TaskGroup, span: SpanContextInfo) -> _Group:
         state = self._groups.get(tg)

@@ -203,6 +203,8 @@ class OtelSpansPlugin(SchedulerPlugin):
             "live_spans": len(self._live),
             "tracked_spans": len(self._tracks),
         }
+        if self._dag is not None:
+            out["dag"] = self._dag.stats()
         if self.signals is not None:
             out.update(self.signals.stats())
             out["internal_errors"] = self._internal_errors

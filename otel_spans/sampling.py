@@ -134,5 +134,6 @@ class TaskSampler(Generic[R]):
         held = [record for _, _, record in sorted(tally.held, key=lambda t: (-t[0], t[1]))]
         return held, tally.kept + len(held), tally.dropped  # type: ignore[return-value]
 
-    def pending_groups(self) -> list[Hashable]:
-        return list(self._groups)
+    def held(self) -> int:
+        """Task records held in memory right now (at most groups × K)."""
+        return sum(len(t.held) for t in self._groups.values())

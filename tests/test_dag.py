@@ -224,3 +224,34 @@ async def test_logs_carry_trace_and_span_ids(otlp_receiver: OtlpReceiver) -> Non
     assert [r for r in logs if r.attributes.get("dask.event.action") == "add-worker"]
     assert not [r for r in logs if str(r.attributes.get("dask.event.topic")).startswith("tcp://")]
     assert spans_by(otlp_receiver, **{"dask.span.id": span_id})
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+@cluster_test(240)
+async def test_100k_tasks_stay_within_the_budget(otlp_receiver: OtlpReceiver) -> None:
+    n = 100_000
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "distributed.scheduler.worker-saturation": float("inf"),
+        "distributed.admin.low-level-log-length": 1000,
+    }
+    async with traced_cluster(config) as (client, _, _):
+        with span("big"):
+            futures = client.map(inc, range(n), key=[f"inc-{i}" for i in range(n)])
+            assert sum(await client.gather(futures)) == n * (n + 1) // 2
+            del futures
+        (group,) = await await_until(
+            lambda: spans_by(otlp_receiver, **{"dask.task_group.name": "inc"}), 60
+        )
+        stats = await client.scheduler.otel_spans_stats()
+    tasks = spans_by(otlp_receiver, **{"dask.task.group": "inc"})
+    assert len(tasks) == 5  # the slowest 5, nothing else
+    attrs = group.attributes
+    assert attrs["dask.task_group.task_spans.kept"] == 5
+    assert attrs["dask.task_group.task_spans.dropped"] == n - 5
+    # bookkeeping released with the decision: nothing held, one entry per group
+    assert stats["dag"] == {"task_groups": 1, "held_task_spans": 0, "pending_reruns": 0}
+    assert stats["traces"]["dropped"] == stats["traces"]["failed"] == 0

@@ -25,7 +25,7 @@ from otel_spans.records import (
     TaskRecord,
     ns,
 )
-from otel_spans.sampling import ERRED, RECOMPUTED, SLOWEST, Policy, TaskSampler
+from otel_spans.sampling import CHILDREN, ERRED, RECOMPUTED, SLOWEST, Policy, TaskSampler
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -160,6 +160,11 @@ class DagTracker:
             must_keep = ERRED
         elif reruns:
             must_keep = RECOMPUTED
+        else:
+            metadata = kwargs.get("metadata")
+            if metadata and metadata.get(semconv.METADATA_CHILDREN):
+                # Spans of user code hang under this task's span: it must exist.
+                must_keep = CHILDREN
         policy = span.policy
         key_hash = zlib.crc32(str(key).encode("utf-8", "surrogatepass")) if policy.ratio else 0
         decision = self.sampler.offer(tg, span.trace_id, policy, duration, must_keep, key_hash)

@@ -40,7 +40,15 @@ from tornado.ioloop import PeriodicCallback
 from otel_spans import config, ids, semconv, snapshots
 from otel_spans.config import Settings
 from otel_spans.dag import DagTracker, SpanContextInfo
-from otel_spans.records import CounterDelta, EventRecord, LogEntry, Observation, SpanRecord, ns
+from otel_spans.records import (
+    CounterDelta,
+    EventRecord,
+    LinkRecord,
+    LogEntry,
+    Observation,
+    SpanRecord,
+    ns,
+)
 from otel_spans.sampling import Policy
 from otel_spans.signals import Signals
 
@@ -134,6 +142,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._cluster_seen: dict[tuple[Hashable, ...], float] = {}
         self._seen = 0
         self._dag: DagTracker | None = None
+        #: Root Dask span uuid -> the caller context its tasks were annotated with.
+        self._upstream: dict[str, tuple[int, int, bool]] = {}
         #: Recent worker removals already handled (insertion-ordered, bounded).
         self._removals: dict[tuple[Any, Any], None] = {}
         self._internal_errors = 0
@@ -244,6 +254,36 @@ class OtelSpansPlugin(SchedulerPlugin):
         except Exception:
             self._internal_error("transition")
 
+    def update_graph(self, scheduler: Scheduler, *, annotations: Any = None, **kwargs: Any) -> None:
+        """Adopt the caller's trace context that ``otel_spans.span`` annotated tasks with.
+
+        Runs before the new tasks transition, so the root's ids are known before any of
+        its spans is tracked. The first context a root sees wins.
+        """
+        try:
+            by_key = (annotations or {}).get(semconv.ANNOTATION)
+            if not by_key:
+                return
+            done: set[str] = set()
+            for key, value in by_key.items():
+                ts = scheduler.tasks.get(key)
+                if ts is None or ts.group is None or not ts.group.span_id:
+                    continue
+                ext = self._extension()
+                span = ext.spans.get(ts.group.span_id) if ext is not None else None
+                if span is None:
+                    continue
+                root = snapshots.root_of(span)
+                if root.id in done or root.id in self._upstream or root.id in self._tracks:
+                    done.add(root.id)
+                    continue
+                done.add(root.id)
+                parsed = _caller(value)
+                if parsed is not None:
+                    self._upstream[root.id] = parsed
+        except Exception:
+            self._internal_error("update_graph")
+
     def log_event(self, topic: str, msg: Any) -> None:
         """Dask structured events: worker losses feed the DAG, topics become logs."""
         try:
@@ -335,7 +375,11 @@ class OtelSpansPlugin(SchedulerPlugin):
         if track is None:
             root = snapshots.root_of(span)
             tags = tuple(str(tag) for tag in span.name)
-            trace_id = ids.trace_id_for(root.id)
+            upstream = self._upstream.get(root.id)
+            if upstream is not None and not upstream[2]:
+                trace_id = upstream[0]  # the caller's trace: we are part of it
+            else:
+                trace_id = ids.trace_id_for(root.id)
             otel_span_id = ids.dask_span_id(span.id)
             track = self._tracks[span.id] = _Track(
                 tags=tags,
@@ -473,6 +517,15 @@ class OtelSpansPlugin(SchedulerPlugin):
             parent = span.parent
             parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
             start = span.enqueued
+        links: tuple[LinkRecord, ...] = ()
+        upstream = self._upstream.get(span.id) if track.is_root and not continuation else None
+        if upstream is not None:
+            caller_trace, caller_span, as_link = upstream
+            if as_link:
+                kind = ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_CALLER),)
+                links = (LinkRecord(caller_trace, caller_span, kind),)
+            else:
+                parent_span_id = caller_span
         stop = span.stop
         groups = list(span.traverse_groups())
         states: dict[str, int] = {}
@@ -506,6 +559,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             active_cpu_seconds=span.active_cpu_seconds,
             code=snapshots.code_snippets(span) if self.settings.traces.code_max_length else (),
             events=self._computations(span) if not continuation else (),
+            links=links,
         )
 
     def _computations(self, span: Span) -> tuple[EventRecord, ...]:
@@ -614,3 +668,22 @@ class OtelSpansPlugin(SchedulerPlugin):
 
 def _matches(topic: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(str(topic), pattern) for pattern in patterns)
+
+
+def _caller(value: Any) -> tuple[int, int, bool] | None:
+    """(trace id, span id, link mode) from an ``otel_spans`` task annotation."""
+    if not isinstance(value, dict):
+        return None
+    text = value.get("traceparent")
+    if not isinstance(text, str):
+        return None
+    parts = text.strip().split("-")
+    if len(parts) != 4 or parts[0] != "00" or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        trace_id, span_id = int(parts[1], 16), int(parts[2], 16)
+    except ValueError:
+        return None
+    if not trace_id or not span_id or parts[1] != parts[1].lower() or parts[2] != parts[2].lower():
+        return None
+    return trace_id, span_id, bool(value.get("link", False))

@@ -80,6 +80,8 @@ class SpanRecord:
     code: tuple[CodeSnippet, ...] = field(default=())
     #: Computations that fed the span, erred-task details...
     events: tuple[EventRecord, ...] = field(default=())
+    #: Links besides the continuation link (e.g. to the caller's span in link mode).
+    links: tuple[LinkRecord, ...] = field(default=())
 
     @property
     def erred(self) -> int:

@@ -3,8 +3,9 @@
 A trace must stay readable in Jaeger and Tempo for a million-task graph, so a task
 span is kept only when it tells something:
 
-* always: tasks that erred, and tasks that ran more than once (retried, or recomputed
-  after a worker was lost);
+* always: tasks that erred, tasks that ran more than once (retried, or recomputed
+  after a worker was lost), and tasks whose code started spans of its own (their
+  spans need this parent);
 * the ``slowest`` K tasks of each task group (a min-heap of size K per group: a task
   that is not among the K slowest so far is dropped at once, without ever being
   recorded);
@@ -32,6 +33,8 @@ MODES: tuple[Mode, ...] = ("none", "sampled", "all")
 
 #: Why a task span was kept (the ``dask.task.sampled_because`` attribute).
 ERRED, RECOMPUTED, SLOWEST, RATIO, ALL = "erred", "recomputed", "slowest", "ratio", "all"
+#: Kept because code running in the task started spans of its own under it.
+CHILDREN = "children"
 
 
 @dataclass(frozen=True)

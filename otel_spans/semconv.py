@@ -121,6 +121,12 @@ DASK_TASK_GROUP_TASK_SPANS_KEPT: Final = "dask.task_group.task_spans.kept"
 #: On links from a group span to the group spans it depends on.
 DASK_LINK_KIND: Final = "dask.link.kind"
 LINK_KIND_DEPENDENCY: Final = "dependency"
+#: On the link from a root Dask span to the caller's span (link mode).
+LINK_KIND_CALLER: Final = "caller"
+#: The Dask annotation ``otel_spans.span`` puts on tasks: {"traceparent", "link"}.
+ANNOTATION: Final = "otel_spans"
+#: Key of the task metadata a worker sets when user code started spans in the task.
+METADATA_CHILDREN: Final = "otel_spans.children"
 
 # -- task spans (sampled; children of their group span, named by the task prefix) --------
 DASK_TASK_KEY: Final = "dask.task.key"

@@ -77,6 +77,7 @@ def dask_span(
                 {semconv.DASK_SPAN_CONTINUATION: record.continuation - 1},
             )
         )
+    links.extend(_links(record.links, max_length))
     status = Status(StatusCode.UNSET)
     if record.erred:
         status = Status(StatusCode.ERROR, f"{record.erred} of {record.tasks} tasks erred")

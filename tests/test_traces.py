@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 
+import dask
 import dask.array as da
 import pytest
 from dask.delayed import delayed
@@ -272,3 +273,36 @@ def _block(seconds: float) -> None:
     import time
 
     time.sleep(seconds)
+
+
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+
+
+@pytest.mark.parametrize("link", [False, True])
+@cluster_test()
+async def test_root_adopts_the_callers_context_from_the_task_annotation(
+    otlp_receiver: OtlpReceiver, link: bool
+) -> None:
+    traceparent = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as (c, _, _):
+        with (
+            dask.annotate(otel_spans={"traceparent": traceparent, "link": link}),
+            span("called") as root_id,
+            span("inner"),
+        ):
+            assert await c.submit(abs, -3) == 3
+        got = by_name(await wait_spans(otlp_receiver, names_present("called", "inner")))
+    root, inner = got["called"], got["inner"]
+    assert inner.parent_span_id == root.span_id
+    assert inner.trace_id == root.trace_id
+    if link:
+        assert root.trace_id == f"{ids.trace_id_for(root_id):032x}"
+        assert root.parent_span_id == ""
+        assert [(lk.trace_id, lk.span_id, lk.attributes) for lk in root.links] == [
+            (CALLER_TRACE, CALLER_SPAN, {"dask.link.kind": "caller"})
+        ]
+    else:
+        assert root.trace_id == CALLER_TRACE
+        assert root.parent_span_id == CALLER_SPAN
+        assert root.links == []

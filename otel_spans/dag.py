@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from otel_spans import ids, semconv
@@ -36,6 +37,8 @@ _MAX_WORKERS = 10_000
 #: Most transition events recorded on one erred task span.
 _MAX_STORY_EVENTS = 50
 _SEVERITY_ERROR = 17  # OTel SeverityNumber.ERROR
+#: Most dependency keys recorded on a task span.
+_MAX_DEPENDENCIES = 32
 
 
 @dataclass(slots=True)
@@ -203,6 +206,7 @@ class DagTracker:
                 span.stories += 1
                 events = self._story(ts.key)
         thread = kwargs.get("thread")
+        dependencies = tuple(str(dep.key) for dep in islice(ts.dependencies, _MAX_DEPENDENCIES))
         return TaskRecord(
             key=key,
             prefix=ts.prefix.name,
@@ -220,6 +224,7 @@ class DagTracker:
             start_ns=start_ns,
             end_ns=end_ns,
             phases=phases,
+            dependencies=dependencies,
             exception=exception,
             events=events,
         )

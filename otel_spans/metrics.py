@@ -44,6 +44,7 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
 )
 
 TASK_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -127,6 +128,12 @@ class Instruments:
                 unit=semconv.UNIT_SECONDS,
                 description="Compute time of tasks that finished, by prefix",
                 explicit_bucket_boundaries_advisory=TASK_DURATION_BUCKETS,
+            ),
+            semconv.M_WORKFLOW_EFFICIENCY: meter.create_histogram(
+                semconv.M_WORKFLOW_EFFICIENCY,
+                unit=semconv.UNIT_ONE,
+                description="Share of the thread time available to a workflow its tasks used",
+                explicit_bucket_boundaries_advisory=EFFICIENCY_BUCKETS,
             ),
             semconv.M_SPAN_DURATION: meter.create_histogram(
                 semconv.M_SPAN_DURATION,

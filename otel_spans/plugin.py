@@ -37,7 +37,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 from tornado.ioloop import PeriodicCallback
 
-from otel_spans import config, ids, semconv, snapshots
+from otel_spans import config, ids, semconv, snapshots, workflow_analysis
 from otel_spans.config import Settings
 from otel_spans.dag import DagTracker, SpanContextInfo
 from otel_spans.records import (
@@ -482,6 +482,18 @@ class OtelSpansPlugin(SchedulerPlugin):
         self.signals.submit_span(record)
         if self._dag is not None:
             self._dag.export_groups(list(span.groups), track.info, span.enqueued)
+        for key, value in record.extra:
+            if key == semconv.WORKFLOW_EFFICIENCY and isinstance(value, float):
+                self.signals.submit_observation(
+                    Observation(
+                        semconv.M_WORKFLOW_EFFICIENCY,
+                        track.tags,
+                        (),
+                        value,
+                        track.trace_id,
+                        record.span_id,
+                    )
+                )
         if done:
             self.signals.submit_observation(
                 Observation(
@@ -538,6 +550,11 @@ class OtelSpansPlugin(SchedulerPlugin):
             for state, count in snapshots.pending_states(span).items():
                 states[state] = states.get(state, 0) + count
         assert self.settings is not None
+        events = self._computations(span) if not continuation else ()
+        extra: tuple[tuple[str, Any], ...] = ()
+        if track.is_root and done:
+            extra = workflow_analysis.analysis_attributes(span)
+            events += workflow_analysis.nthreads_events(span)
         return SpanRecord(
             uuid=span.id,
             tags=track.tags,
@@ -558,8 +575,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             task_duration=sum(tg.duration for tg in groups),
             active_cpu_seconds=span.active_cpu_seconds,
             code=snapshots.code_snippets(span) if self.settings.traces.code_max_length else (),
-            events=self._computations(span) if not continuation else (),
+            events=events,
             links=links,
+            extra=extra,
         )
 
     def _computations(self, span: Span) -> tuple[EventRecord, ...]:

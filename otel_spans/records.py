@@ -82,6 +82,8 @@ class SpanRecord:
     events: tuple[EventRecord, ...] = field(default=())
     #: Links besides the continuation link (e.g. to the caller's span in link mode).
     links: tuple[LinkRecord, ...] = field(default=())
+    #: More attributes (the workflow analysis on finished roots).
+    extra: tuple[tuple[str, AttrValue], ...] = field(default=())
 
     @property
     def erred(self) -> int:
@@ -181,6 +183,8 @@ class TaskRecord:
     start_ns: int
     end_ns: int
     phases: tuple[PhaseRecord, ...] = ()
+    #: Keys of its dependencies (at most 32, for offline critical paths).
+    dependencies: tuple[str, ...] = ()
     exception: ExceptionRecord | None = None
     events: tuple[EventRecord, ...] = ()
 

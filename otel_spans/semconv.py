@@ -168,3 +168,19 @@ DASK_EVENT_ACTION: Final = "dask.event.action"
 LOG_EVENT_NAME: Final = "dask.event"
 #: event_name of the log record emitted for each erred task.
 LOG_TASK_ERRED: Final = "dask.task.erred"
+
+# -- workflow analysis (on root Dask spans, computed on the scheduler) --------------------
+WORKFLOW_EFFICIENCY: Final = "dask.workflow.efficiency"
+WORKFLOW_SPEEDUP: Final = "dask.workflow.speedup"
+WORKFLOW_SEQUENTIAL_TIME: Final = "dask.workflow.sequential_time"
+WORKFLOW_CRITICAL_PATH: Final = "dask.workflow.critical_path"
+WORKFLOW_CRITICAL_PATH_LENGTH: Final = "dask.workflow.critical_path.length"
+WORKFLOW_BOTTLENECKS: Final = "dask.workflow.bottlenecks"
+WORKFLOW_BOTTLENECK_SHARES: Final = "dask.workflow.bottleneck_shares"
+#: Event on root spans: the cluster's thread count changed (attribute dask.nthreads).
+EVENT_NTHREADS: Final = "dask.cluster.nthreads"
+DASK_NTHREADS: Final = "dask.nthreads"
+#: Task span attribute: keys of the task's dependencies (at most 32).
+DASK_TASK_DEPENDENCIES: Final = "dask.task.dependencies"
+#: Histogram of root spans' efficiency (share of available thread time used).
+M_WORKFLOW_EFFICIENCY: Final = "dask.workflow.efficiency"

@@ -55,6 +55,8 @@ def span_attributes(record: SpanRecord, code_max_length: int) -> dict[str, Attri
         attrs[semconv.DASK_SPAN_COMPUTE_START] = record.compute_start_ns
     if record.continuation:
         attrs[semconv.DASK_SPAN_CONTINUATION] = record.continuation
+    for key, value in record.extra:
+        attrs[key] = list(value) if isinstance(value, tuple) else value
     if record.code and code_max_length:
         first = record.code[0]
         attrs[semconv.DASK_SPAN_CODE] = first.code[:code_max_length]
@@ -165,6 +167,8 @@ def task_spans(record: TaskRecord, resource: Resource, *, max_length: int) -> li
     }
     if record.thread is not None:
         attrs[semconv.DASK_WORKER_THREAD] = record.thread
+    if record.dependencies:
+        attrs[semconv.DASK_TASK_DEPENDENCIES] = list(record.dependencies)
     events = _events(record.events, max_length)
     status = Status(StatusCode.UNSET)
     if record.exception is not None:

@@ -1,0 +1,97 @@
+"""Why a workflow took as long as it did, computed on the scheduler when its root finishes.
+
+Task-level data is sampled (see :mod:`otel_spans.sampling`), so the scheduler analyses
+the workflow at the granularity it keeps in full: task groups. Each group counts as one
+step from its first compute start to its last compute end, linked to the groups it
+depends on; the critical path through that graph names the groups that set the wall
+time. Efficiency and bottlenecks use the exact compute time Dask sums per group.
+
+Dask side (reads live ``Span``/``TaskGroup`` objects on the event loop); the pure
+critical-path walk is :func:`otel_spans.report.analysis.critical_path`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from otel_spans import semconv
+from otel_spans.records import AttrValue, EventRecord, ns
+from otel_spans.report.analysis import critical_path
+from otel_spans.report.model import TaskRun, ThreadInterval, Workflow
+
+if TYPE_CHECKING:
+    from distributed.spans import Span
+
+#: How many bottleneck prefixes and thread-count changes a root span carries at most.
+MAX_BOTTLENECKS = 5
+MAX_NTHREADS_EVENTS = 256
+
+
+def group_workflow(root: Span) -> Workflow:
+    """The workflow of ``root``'s tree with each task group as one step."""
+    groups = [tg for tg in root.traverse_groups() if tg.start and tg.stop]
+    names = {id(tg): f"{tg.name}" for tg in groups}
+    steps = [
+        TaskRun(
+            key=names[id(tg)],
+            prefix=tg.prefix.name,
+            group=str(tg.name),
+            worker="",
+            thread=None,
+            start_ns=ns(tg.start),
+            end_ns=ns(max(tg.stop, tg.start)),
+            dependencies=tuple(names[id(d)] for d in tg.dependencies if id(d) in names),
+        )
+        for tg in groups
+    ]
+    threads = tuple(
+        ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in root.nthreads_intervals
+    )
+    return Workflow(
+        name="/".join(str(t) for t in root.name),
+        start_ns=ns(root.enqueued),
+        end_ns=ns(max(root.stop, root.enqueued)),
+        tasks=tuple(steps),
+        threads=threads,
+    )
+
+
+def analysis_attributes(root: Span) -> tuple[tuple[str, AttrValue], ...]:
+    """Critical path, efficiency and bottlenecks of a finished root, as span attributes."""
+    compute_by_prefix: dict[str, float] = {}
+    for tg in root.traverse_groups():
+        compute = tg.all_durations.get("compute", 0.0)
+        if compute:
+            compute_by_prefix[tg.prefix.name] = compute_by_prefix.get(tg.prefix.name, 0.0) + compute
+    sequential = sum(compute_by_prefix.values())
+    wall = max(root.stop - root.enqueued, 0.0)
+    available = root.active_cpu_seconds
+    path = critical_path(group_workflow(root))
+    attrs: list[tuple[str, AttrValue]] = [
+        (semconv.WORKFLOW_SEQUENTIAL_TIME, sequential),
+        (semconv.WORKFLOW_CRITICAL_PATH, tuple(step.task.key for step in path.steps)),
+        (semconv.WORKFLOW_CRITICAL_PATH_LENGTH, path.length_s),
+    ]
+    if available > 0:
+        attrs.append((semconv.WORKFLOW_EFFICIENCY, min(sequential / available, 1.0)))
+    if wall > 0:
+        attrs.append((semconv.WORKFLOW_SPEEDUP, sequential / wall))
+    ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
+    attrs.append((semconv.WORKFLOW_BOTTLENECKS, tuple(p for p, _ in ranked[:MAX_BOTTLENECKS])))
+    if sequential:
+        shares = tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
+        attrs.append((semconv.WORKFLOW_BOTTLENECK_SHARES, shares))
+    return tuple(attrs)
+
+
+def nthreads_events(root: Span) -> tuple[EventRecord, ...]:
+    """One event per change of the cluster's thread count while the root ran."""
+    events = []
+    last = None
+    for t0, _, n in root.nthreads_intervals:
+        if n != last:
+            events.append(
+                EventRecord(semconv.EVENT_NTHREADS, ns(t0), ((semconv.DASK_NTHREADS, n),))
+            )
+            last = n
+    return tuple(events[:MAX_NTHREADS_EVENTS])

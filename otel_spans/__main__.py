@@ -12,7 +12,17 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("demo", help="run a nested-span Dask workflow and show its trace")
     tree = commands.add_parser("tree", help="print the traces in OTLP/JSON files as a timeline")
     tree.add_argument("path", help="an OTLP/JSON lines file or a directory of them")
+    rep = commands.add_parser(
+        "report",
+        help="critical path, bottlenecks, efficiency; writes a Perfetto trace and an HTML report",
+    )
+    rep.add_argument("path", help="an OTLP/JSON lines file, or a directory of them")
+    rep.add_argument("-o", "--out", help="where to write (default: <path>/otel-spans-report)")
     args = parser.parse_args(argv)
+    if args.command == "report":
+        from otel_spans.report.cli import main as report
+
+        return report(args.path, args.out)
     if args.command == "demo":
         from otel_spans.demo import main as demo
 

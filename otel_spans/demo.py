@@ -6,8 +6,9 @@ spans land in OTLP/JSON files, which are then read back and printed as a timelin
 
 from __future__ import annotations
 
-import os
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dask
@@ -26,8 +27,16 @@ def _fragile(x: int) -> int:
     return x
 
 
-def run_workflow(client: object) -> dict[str, float]:
-    """The workload: arrays, dataframes and delayed work in nested spans."""
+def _quiet(message: str) -> None:
+    pass
+
+
+def run_workflow(client: object, progress: Callable[[str], None] = _quiet) -> dict[str, float]:
+    """The workload: arrays, dataframes and delayed work in nested spans.
+
+    One straggler (a delayed task 20× slower than its siblings) and one failing task
+    that the workflow handles, so the report has something to find.
+    """
     import dask.array as da
     import dask.dataframe as dd
     import numpy as np
@@ -37,17 +46,21 @@ def run_workflow(client: object) -> dict[str, float]:
     assert isinstance(client, Client)
     results: dict[str, float] = {}
     with span("nightly training"):
+        progress("load: a 2000×2000 array and a 20k-row dataframe")
         with span("load"):
             x = da.random.default_rng(42).random((2000, 2000), chunks=250).persist()
             pdf = pd.DataFrame(
                 {"key": np.arange(20_000) % 17, "value": np.random.default_rng(1).random(20_000)}
             )
             df = dd.from_pandas(pdf, npartitions=8).persist()
+        progress("features: centring the array")
         with span("features"):
             centred = (x - x.mean(axis=0)).persist()
             results["feature_norm"] = float((centred**2).sum().compute() ** 0.5)
+        progress("aggregate: a dataframe groupby")
         with span("aggregate"):
             results["groups"] = float(df.groupby("key")["value"].mean().compute().sum())
+        progress("model: 8 delayed steps (one straggler) and 5 records (one corrupt)")
         with span("model"):
             parts = [delayed(_slow)(i, 1.0 if i == 5 else 0.05) for i in range(8)]
             results["model"] = float(sum(compute(*parts)))
@@ -64,37 +77,48 @@ def run_workflow(client: object) -> dict[str, float]:
 
 
 def main() -> int:
-    """Run the workflow on a LocalCluster with otel-spans preloaded; print what was exported."""
+    """Run the workflow on a LocalCluster with otel-spans preloaded, then report on it."""
     from distributed import Client, LocalCluster
 
     from otel_spans.config import Settings
-    from otel_spans.report.load import load_spans
-    from otel_spans.report.tree import render_tree
+    from otel_spans.report.cli import report
 
-    overrides = {
+    overrides: dict[str, object] = {
         "distributed.scheduler.preload": ["otel_spans"],
         "distributed.diagnostics.computations.nframes": 1,
         "otel-spans.traces.linger": "500ms",
+        # A small workflow: keep every task run, so the report's critical path is exact.
+        "otel-spans.traces.tasks.mode": "all",
     }
+    with dask.config.set(overrides):
+        if Settings.from_config().traces.target.kind == "file":
+            # A directory of its own, so the report covers this run only.
+            run_dir = Path(dask.config.get("otel-spans.directory")) / time.strftime(
+                "demo-%Y%m%d-%H%M%S"
+            )
+            overrides["otel-spans.directory"] = str(run_dir)
     with dask.config.set(overrides):
         settings = Settings.from_config()
         target = settings.traces.target
-        print(f"otel-spans demo: exporting traces to {target.describe()}")
+        print(f"otel-spans demo: exporting to {target.describe()}", flush=True)
         started = time.perf_counter()
         with (
             LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
             Client(cluster) as client,
         ):
-            results = run_workflow(client)
+            print(f"cluster up: {cluster.scheduler_address}, 2 workers × 1 thread", flush=True)
+            results = run_workflow(
+                client, lambda m: print(f"[{time.perf_counter() - started:5.1f}s] {m}", flush=True)
+            )
             stats = client.run_on_scheduler(
                 lambda dask_scheduler: dask_scheduler.plugins["otel-spans"].stats()
             )
-        # Closing the cluster flushed every span still in flight.
+            print("closing the cluster (flushes every span still in flight)…", flush=True)
     print(f"workflow finished in {time.perf_counter() - started:.1f}s: {results}")
     traces = stats.get("traces", {})
-    print(f"spans exported before shutdown: {traces.get('exported')}; lost: {traces.get('lost')}")
-    if target.kind == "file":
-        path = target.directory.resolve() / f"traces-scheduler-{os.getpid()}.jsonl"
-        print(f"\nOTLP/JSON written to {path}\n")
-        print(render_tree(load_spans(Path(path))))
-    return 0
+    print(f"trace records so far: {traces.get('submitted')} submitted, {traces.get('lost')} lost")
+    if target.kind != "file":
+        print("traces, metrics and logs went to the collector; open Jaeger/Tempo and Grafana")
+        return 0
+    print(f"\nOTLP/JSON written to {target.directory.resolve()}\n")
+    return report(target.directory, None, stdout=sys.stdout, stderr=sys.stderr)

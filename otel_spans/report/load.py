@@ -29,6 +29,10 @@ class LoadedSpan:
     status_code: int = 0
     status_message: str = ""
     service_name: str = ""
+    #: (name, time_ns, attributes) of each event.
+    events: tuple[tuple[str, int, dict[str, Any]], ...] = ()
+    #: (trace_id, span_id, attributes) of each link.
+    links: tuple[tuple[str, str, dict[str, Any]], ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -58,31 +62,73 @@ def attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {item["key"]: any_value(item.get("value", {})) for item in items}
 
 
-def files_in(path: Path) -> list[Path]:
-    """A file, or the ``traces*.json*`` files of a directory, in name order."""
+def files_in(path: Path, signal: str = "traces") -> list[Path]:
+    """A file, or the ``<signal>*.json*`` files of a directory, in name order."""
     if path.is_dir():
-        return sorted(
-            p for p in path.iterdir() if p.name.startswith("traces") and ".json" in p.name
-        )
+        return sorted(p for p in path.iterdir() if p.name.startswith(signal) and ".json" in p.name)
     if path.exists():
         return [path]
     raise InputError(f"{path}: no such file or directory")
 
 
-def load_spans(path: Path) -> Iterator[LoadedSpan]:
-    """Every span in ``path`` (a file or a directory of OTLP/JSON lines files)."""
-    for file in files_in(path):
+def _lines(path: Path, signal: str) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    for file in files_in(path, signal):
         with file.open(encoding="utf-8") as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 try:
                     request = json.loads(line)
-                    yield from _spans_of(request)
-                except (ValueError, KeyError, TypeError, AttributeError) as e:
-                    raise InputError(
-                        f"{file}:{lineno}: not an OTLP/JSON trace request ({e})"
-                    ) from None
+                except ValueError as e:
+                    raise InputError(f"{file}:{lineno}: not JSON ({e})") from None
+                if not isinstance(request, dict):
+                    raise InputError(f"{file}:{lineno}: not an OTLP/JSON request")
+                yield file, lineno, request
+
+
+def load_spans(path: Path) -> Iterator[LoadedSpan]:
+    """Every span in ``path`` (a file or a directory of OTLP/JSON lines files)."""
+    for file, lineno, request in _lines(path, "traces"):
+        try:
+            spans = list(_spans_of(request))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise InputError(
+                f"{file}:{lineno}: not an OTLP/JSON trace request (bad field {e})"
+            ) from None
+        yield from spans
+
+
+def load_activity(path: Path) -> dict[str, dict[str, float]]:
+    """Worker time by activity per workflow (``dask.span.root``), from metrics files.
+
+    The latest point of each ``dask.span.execute.time`` series wins (cumulative
+    temporality); a missing or unreadable metrics file just means no breakdown.
+    """
+    latest: dict[tuple[tuple[str, Any], ...], tuple[int, float]] = {}
+    try:
+        lines = list(_lines(path if path.is_dir() else path.parent, "metrics"))
+    except InputError:
+        return {}
+    for _, _, request in lines:
+        for rm in request.get("resourceMetrics", []):
+            for sm in rm.get("scopeMetrics", []):
+                for metric in sm.get("metrics", []):
+                    if metric.get("name") != "dask.span.execute.time":
+                        continue
+                    for point in metric.get("sum", {}).get("dataPoints", []):
+                        attrs = attributes(point.get("attributes", []))
+                        series = tuple(sorted(attrs.items()))
+                        when = int(point.get("timeUnixNano", 0))
+                        value = float(point.get("asDouble", point.get("asInt", 0)))
+                        if series not in latest or when >= latest[series][0]:
+                            latest[series] = (when, value)
+    out: dict[str, dict[str, float]] = {}
+    for series, (_, value) in latest.items():
+        attrs = dict(series)
+        by_activity = out.setdefault(str(attrs.get("dask.span.root")), {})
+        activity = str(attrs.get("dask.activity"))
+        by_activity[activity] = by_activity.get(activity, 0.0) + value
+    return out
 
 
 def _spans_of(request: dict[str, Any]) -> Iterator[LoadedSpan]:
@@ -103,4 +149,16 @@ def _spans_of(request: dict[str, Any]) -> Iterator[LoadedSpan]:
                     status_code=int(status.get("code", 0)),
                     status_message=status.get("message", ""),
                     service_name=service,
+                    events=tuple(
+                        (
+                            e["name"],
+                            int(e.get("timeUnixNano", 0)),
+                            attributes(e.get("attributes", [])),
+                        )
+                        for e in span.get("events", [])
+                    ),
+                    links=tuple(
+                        (lk["traceId"], lk["spanId"], attributes(lk.get("attributes", [])))
+                        for lk in span.get("links", [])
+                    ),
                 )

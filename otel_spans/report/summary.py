@@ -1,0 +1,71 @@
+"""The plain-text summary ``otel-spans report`` prints for each workflow."""
+
+from __future__ import annotations
+
+from otel_spans.report.analysis import Analysis
+from otel_spans.report.build import BuiltWorkflow
+
+_TOP = 5
+
+
+def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
+    """Timeline of the Dask spans, critical path, bottlenecks and efficiency."""
+    wf = built.workflow
+    eff = analysis.efficiency
+    path = analysis.critical_path
+    lines = [
+        f"workflow {wf.name!r}  (trace {built.trace_id})",
+        f"  wall time {eff.wall_s:.3f}s, {len(wf.tasks)} {built.granularity} analysed",
+    ]
+    if eff.efficiency is not None:
+        lines.append(
+            f"  efficiency {eff.efficiency:.1%} of {eff.thread_s:.2f} thread-seconds available"
+            f" (mean {eff.mean_threads or 0:.1f} threads); sequential {eff.sequential_s:.3f}s,"
+            f" speedup {eff.speedup or 0:.2f}x, idle {eff.idle_s or 0:.2f} thread-seconds"
+        )
+    else:
+        lines.append(f"  sequential {eff.sequential_s:.3f}s (thread counts unknown)")
+    lines.append("  timeline:")
+    origin = wf.start_ns
+    for tags, start, end in built.spans[:50]:
+        indent = "  " * (len(tags) - 1)
+        label = f"{indent}{tags[-1] if tags else '?'}"
+        lines.append(
+            f"    {label[:48]:<48} +{(start - origin) / 1e9:8.3f}s {(end - start) / 1e9:8.3f}s"
+        )
+    if len(built.spans) > 50:
+        lines.append(f"    … {len(built.spans) - 50} more spans")
+    if built.granularity != "tasks":
+        lines.append(
+            "  critical path over task groups (task spans are sampled; set"
+            " otel-spans.traces.tasks.mode: all for a task-level path):"
+        )
+    else:
+        lines.append("  critical path:")
+    lines.append(
+        f"    {len(path.steps)} steps, {path.length_s:.3f}s of work"
+        f" ({path.compute_s:.3f}s compute, {path.transfer_s:.3f}s transfer),"
+        f" {path.gap_s:.3f}s waiting"
+    )
+    for step in path.steps[:20]:
+        lines.append(f"    → {step.task.key[:60]}  {step.compute_s:.3f}s")
+    if len(path.steps) > 20:
+        lines.append(f"    … {len(path.steps) - 20} more steps")
+    if analysis.bottlenecks:
+        lines.append("  bottlenecks (share of task time | of the critical path):")
+        for b in analysis.bottlenecks[:_TOP]:
+            lines.append(
+                f"    {b.prefix[:40]:<40} {b.share:6.1%} | {b.critical_share:6.1%}"
+                f"  ({b.tasks} runs, {b.seconds:.3f}s)"
+            )
+    if analysis.stragglers:
+        lines.append("  stragglers:")
+        for s in analysis.stragglers[:_TOP]:
+            lines.append(
+                f"    {s.task.key[:50]:<50} {s.seconds:.3f}s = {s.ratio:.1f}× its prefix median"
+            )
+    if analysis.activities:
+        lines.append("  worker time by activity:")
+        for a in analysis.activities[:8]:
+            lines.append(f"    {a.name[:40]:<40} {a.seconds:9.3f}s {a.share:6.1%}")
+    return "\n".join(lines)

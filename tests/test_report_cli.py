@@ -1,0 +1,99 @@
+"""``otel-spans report``: real runs, scale, and malformed input that names file and line."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from distributed import span
+
+from benchmarks.synthetic_trace import write as write_synthetic
+from tests.cluster import cluster_test, traced_cluster
+from tests.test_workflow_analysis import golden_graph
+
+
+def run_report(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "otel_spans", "report", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@cluster_test(90)
+async def test_report_on_a_real_run_finds_the_golden_critical_path(tmp_path: Path) -> None:
+    config = {
+        "otel-spans.directory": str(tmp_path),
+        "otel-spans.traces.tasks.mode": "all",
+        "otel-spans.metrics.interval": "200ms",
+    }
+    async with traced_cluster(config, n_workers=3) as (client, _, _):
+        with span("golden"):
+            assert await client.compute(golden_graph()) == 0.05
+    # the scheduler closed: every span and the last metrics are in the files
+    result = run_report(str(tmp_path), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "workflow 'golden'" in out
+    assert "tasks analysed" in out
+    path = [line.split("→ ")[1].split()[0] for line in out.splitlines() if "→ " in line]
+    assert path == ["fetch-0", "validate-0", "feature_a-0", "train-0", "evaluate-0", "deploy-0"]
+    assert "worker time by activity" in out
+    trace = json.loads((tmp_path / "out" / "golden.perfetto.json").read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {"feature_a-0", "train-0"} <= names or any("feature_a" in str(n) for n in names)
+    html = (tmp_path / "out" / "golden.html").read_text()
+    assert "golden" in html and "feature_a" in html
+
+
+def test_report_scales_to_100k_spans_within_a_memory_bound(tmp_path: Path) -> None:
+    """100k spans: about 5 s and 215 MB peak RSS here; bound: 400 MB (1M spans: see README)."""
+    file = tmp_path / "big.jsonl"
+    assert write_synthetic(file, 50_000) == 100_051
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result = run_report(str(file), "-o", str(tmp_path / "out"))
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert result.returncode == 0, result.stderr
+    assert "50 steps" in result.stdout  # one task per layer on the path
+    assert max(peak_kib, before) < 400 * 1024
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"resourceSpans": []}\n{"resourceSpans": [', r"bad.jsonl:2: not JSON"),
+        ("[1, 2]\n", r"bad.jsonl:1: not an OTLP/JSON request"),
+        (
+            '{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "x"}]}]}]}\n',
+            r"bad.jsonl:1: not an OTLP/JSON trace request \(bad field 'traceId'\)",
+        ),
+        (
+            '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "a", "spanId": "b",'
+            ' "name": "x", "startTimeUnixNano": "soon", "endTimeUnixNano": "1"}]}]}]}\n',
+            r"bad.jsonl:1: not an OTLP/JSON trace request",
+        ),
+    ],
+)
+def test_malformed_input_names_file_and_line(tmp_path: Path, content: str, expected: str) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    result = run_report(str(bad))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert __import__("re").search(expected, result.stderr), result.stderr
+
+
+def test_missing_path_and_empty_input(tmp_path: Path) -> None:
+    result = run_report(str(tmp_path / "nope"))
+    assert result.returncode == 2
+    assert "no such file or directory" in result.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    result = run_report(str(empty))
+    assert result.returncode == 1
+    assert "no Dask spans" in result.stderr

@@ -1,0 +1,876 @@
+"""Writes the Grafana dashboards of otel-spans to ``deploy/grafana/dashboards/*.json``.
+
+The JSON is generated because every panel carries the same template variables,
+selectors and trace links; writing them by hand invites drift. Edit this file and run
+
+    python deploy/grafana/generate_dashboards.py
+
+``tests/test_deploy.py`` fails when the committed JSON differs from what this writes,
+and runs every PromQL expression below against a real Prometheus that scraped a real
+Dask run of the demo workflow.
+
+Totals ("per workflow") sum ``last_over_time(counter[$__range])`` over series rather
+than ``increase()``: a Dask span's series appear only once it has work, already at
+their first value, and ``increase()`` cannot see that first step; for a batch
+workflow the first step is often most of it. The totals are therefore cumulative
+since the scheduler started, summed over the schedulers (``instance``) that reported
+in the time range. Over-time panels use ``rate(...[$__rate_interval])``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+OUT = Path(__file__).resolve().parent / "dashboards"
+
+#: Provisioned data sources (deploy/grafana/provisioning/datasources/otel-spans.yaml).
+PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
+
+# -- selectors shared by the panels -------------------------------------------------------
+JOB = 'job="$job"'
+WORKFLOW = 'dask_span_root="$workflow"'
+SPAN = 'dask_span_name=~"$span"'
+PREFIX = 'dask_task_prefix=~"$prefix"'
+ROOT_SPAN = 'dask_span_name="$workflow"'
+COMPUTE = 'dask_activity=~"thread-cpu|thread-noncpu"'
+NOT_IDLE = 'dask_activity!="idle or other spans"'
+
+
+def sel(metric: str, *matchers: str) -> str:
+    return f"{metric}{{{', '.join(matchers)}}}"
+
+
+def total(metric: str, *matchers: str, by: str = "") -> str:
+    """Sum of the series' last values in the time range (see the module docstring)."""
+    grouping = f" by ({by})" if by else ""
+    return f"sum{grouping} (last_over_time({sel(metric, *matchers)}[$__range]))"
+
+
+def rate(metric: str, *matchers: str, by: str = "") -> str:
+    grouping = f" by ({by})" if by else ""
+    return f"sum{grouping} (rate({sel(metric, *matchers)}[$__rate_interval]))"
+
+
+# -- trace links --------------------------------------------------------------------------
+_PLACEHOLDER = re.compile(r"\$\{[^}]+\}")
+
+
+def _encode(text: str) -> str:
+    """Percent-encode ``text`` but keep ``${...}`` for Grafana to interpolate."""
+    out, last = [], 0
+    for match in _PLACEHOLDER.finditer(text):
+        out.append(quote(text[last : match.start()], safe=""))
+        out.append(match.group(0))
+        last = match.end()
+    out.append(quote(text[last:], safe=""))
+    return "".join(out)
+
+
+def explore_url(datasource_var: str, datasource_type: str, query: dict[str, Any]) -> str:
+    """A Grafana Explore URL running ``query`` on the data source ``$datasource_var``."""
+    uid = "${" + datasource_var + "}"
+    pane = {
+        "datasource": uid,
+        "queries": [{"refId": "A", "datasource": {"type": datasource_type, "uid": uid}, **query}],
+        "range": {"from": "${__from}", "to": "${__to}"},
+    }
+    panes = json.dumps({"traces": pane}, separators=(",", ":"))
+    return "/explore?schemaVersion=1&orgId=1&panes=" + _encode(panes)
+
+
+def trace_links(errors_only: bool = False) -> list[dict[str, Any]]:
+    """Links to the traces of the selected workflow: root span = the workflow's name."""
+    service, workflow = "${service:percentencode}", "${workflow:percentencode}"
+    status = " && status=error" if errors_only else ""
+    traceql = f'{{resource.service.name="{service}" && name="{workflow}"{status}}}'
+    tempo = {"queryType": "traceql", "query": traceql, "tableType": "traces", "limit": 20}
+    jaeger = {"queryType": "search", "service": service, "operation": workflow}
+    if errors_only:
+        jaeger["tags"] = "error=true"
+    what = "Failed traces" if errors_only else "Traces"
+    return [
+        {"title": f"{what} of ${{workflow}} in Tempo", "url": explore_url("tempo", "tempo", tempo)},
+        {
+            "title": f"{what} of ${{workflow}} in Jaeger",
+            "url": explore_url("jaeger", "jaeger", jaeger),
+        },
+    ]
+
+
+# -- panels -------------------------------------------------------------------------------
+def target(
+    expr: str,
+    ref: str = "A",
+    *,
+    instant: bool,
+    legend: str = "",
+    table: bool = False,
+    exemplar: bool = False,
+) -> dict[str, Any]:
+    return {
+        "refId": ref,
+        "datasource": PROMETHEUS,
+        "expr": expr,
+        "instant": instant,
+        "range": not instant,
+        "format": "table" if table else "time_series",
+        "legendFormat": legend or "__auto",
+        "exemplar": exemplar,
+    }
+
+
+class Layout:
+    """Places panels left to right, wrapping at Grafana's 24 columns."""
+
+    def __init__(self) -> None:
+        self.x = self.y = self.row_height = 0
+        self.next_id = 1
+        self.panels: list[dict[str, Any]] = []
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def row(self, title: str) -> None:
+        if self.x:
+            self.y += self.row_height
+        self.panels.append(
+            {
+                "type": "row",
+                "id": self._id(),
+                "title": title,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
+                "panels": [],
+            }
+        )
+        self.x, self.y, self.row_height = 0, self.y + 1, 0
+
+    def add(
+        self,
+        kind: str,
+        title: str,
+        description: str,
+        targets: list[dict[str, Any]],
+        *,
+        w: int,
+        h: int,
+        unit: str = "short",
+        options: dict[str, Any] | None = None,
+        custom: dict[str, Any] | None = None,
+        errors_only: bool = False,
+        red_above_zero: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        if self.x + w > 24:
+            self.x, self.y, self.row_height = 0, self.y + self.row_height, 0
+        defaults: dict[str, Any] = {
+            "unit": unit,
+            "links": trace_links(errors_only),
+            "color": {"mode": "palette-classic" if kind == "timeseries" else "thresholds"},
+            "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
+        }
+        if red_above_zero:
+            defaults["thresholds"] = RED_ABOVE_ZERO
+            defaults["noValue"] = "0"
+        if custom:
+            defaults["custom"] = custom
+        panel = {
+            "type": kind,
+            "id": self._id(),
+            "title": title,
+            "description": description,
+            "datasource": PROMETHEUS,
+            "gridPos": {"h": h, "w": w, "x": self.x, "y": self.y},
+            "targets": targets,
+            "fieldConfig": {"defaults": defaults, "overrides": []},
+            "options": options or {},
+            **(extra or {}),
+        }
+        self.panels.append(panel)
+        self.x += w
+        self.row_height = max(self.row_height, h)
+
+
+def stat_options() -> dict[str, Any]:
+    return {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "colorMode": "value",
+        "graphMode": "none",
+        "justifyMode": "auto",
+        "textMode": "auto",
+        "orientation": "auto",
+    }
+
+
+def bar_options() -> dict[str, Any]:
+    return {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "orientation": "horizontal",
+        "displayMode": "gradient",
+        "showUnfilled": True,
+    }
+
+
+def timeseries_options() -> dict[str, Any]:
+    return {
+        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
+
+
+STACKED = {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 30, "lineWidth": 1}
+RED_ABOVE_ZERO = {
+    "mode": "absolute",
+    "steps": [{"color": "green", "value": None}, {"color": "red", "value": 1}],
+}
+
+
+# -- template variables -------------------------------------------------------------------
+def datasource_variable(name: str, label: str, kind: str, uid: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "datasource",
+        "query": kind,
+        "current": {"selected": False, "text": uid, "value": uid},
+        "hide": 0,
+        "refresh": 1,
+        "regex": "",
+        "options": [],
+    }
+
+
+def query_variable(
+    name: str,
+    label: str,
+    query: str,
+    description: str,
+    *,
+    multi: bool = False,
+    current: str | None = None,
+) -> dict[str, Any]:
+    variable: dict[str, Any] = {
+        "name": name,
+        "label": label,
+        "description": description,
+        "type": "query",
+        "datasource": PROMETHEUS,
+        "definition": query,
+        "query": {
+            "qryType": 1,
+            "query": query,
+            "refId": "PrometheusVariableQueryEditor-VariableQuery",
+        },
+        "refresh": 2,
+        "sort": 1,
+        "regex": "",
+        "hide": 0,
+        "multi": multi,
+        "includeAll": multi,
+        "options": [],
+    }
+    if multi:
+        variable["allValue"] = ".*"
+        variable["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}
+    elif current is not None:
+        variable["current"] = {"selected": False, "text": current, "value": current}
+    else:
+        variable["current"] = {}
+    return variable
+
+
+def variables() -> list[dict[str, Any]]:
+    return [
+        datasource_variable("datasource", "Prometheus", "prometheus", "prometheus"),
+        datasource_variable("tempo", "Tempo", "tempo", "tempo"),
+        datasource_variable("jaeger", "Jaeger", "jaeger", "jaeger"),
+        query_variable(
+            "job",
+            "Metrics source (job)",
+            "label_values(otel_spans_records_total, job)",
+            "Where the metrics come from: the OTLP-ingested series have job = the"
+            " service.name (dask), the scraped ones job = the scrape job"
+            " (dask-scheduler). Both carry the same numbers; one at a time, so nothing"
+            " is counted twice.",
+            current="dask",
+        ),
+        query_variable(
+            "service",
+            "Service",
+            'label_values(otel_spans_records_total{job="$job"}, service_name)',
+            "service.name of the Dask cluster: what the trace links search for.",
+        ),
+        query_variable(
+            "workflow",
+            "Workflow",
+            'label_values(dask_span_tasks_total{job="$job"}, dask_span_root)',
+            "The root span (first tag of distributed.span): one trace per run.",
+        ),
+        query_variable(
+            "span",
+            "Span",
+            'label_values(dask_span_tasks_total{job="$job", dask_span_root="$workflow"},'
+            " dask_span_name)",
+            "Spans of the workflow, as their tags joined with /.",
+            multi=True,
+        ),
+        query_variable(
+            "prefix",
+            "Task prefix",
+            'label_values(dask_span_tasks_total{job="$job", dask_span_root="$workflow",'
+            ' dask_span_name=~"$span"}, dask_task_prefix)',
+            "Task prefixes (the function names of the tasks) in the selected spans.",
+            multi=True,
+        ),
+    ]
+
+
+# -- the dashboard ------------------------------------------------------------------------
+def workflows_dashboard() -> dict[str, Any]:
+    lay = Layout()
+    stat, bar, ts, table = "stat", "bargauge", "timeseries", "table"
+    span_sel = (JOB, WORKFLOW, SPAN)
+    task_sel = (JOB, WORKFLOW, SPAN, PREFIX)
+
+    lay.row("Workflow $workflow")
+    lay.add(
+        stat,
+        "Wall time (mean per run)",
+        "Wall time of the workflow's root span, from the dask.span.duration histogram:"
+        " its sum over its count, i.e. the mean over the runs in the time range.",
+        [
+            target(
+                total("dask_span_duration_seconds_sum", JOB, WORKFLOW, ROOT_SPAN)
+                + " / "
+                + total("dask_span_duration_seconds_count", JOB, WORKFLOW, ROOT_SPAN),
+                instant=True,
+            )
+        ],
+        w=4,
+        h=4,
+        unit="s",
+        options=stat_options(),
+    )
+    lay.add(
+        stat,
+        "Runs",
+        "Finished runs of the workflow (dask.span.duration count of the root span).",
+        [
+            target(
+                total("dask_span_duration_seconds_count", JOB, WORKFLOW, ROOT_SPAN),
+                instant=True,
+            )
+        ],
+        w=3,
+        h=4,
+        options=stat_options(),
+    )
+    lay.add(
+        stat,
+        "Parallel efficiency",
+        "Task compute time (activities thread-cpu and thread-noncpu of all the"
+        " workflow's spans) over the thread-seconds the cluster made available while"
+        " the workflow ran (dask.span.cpu.available of the root span). The rest is"
+        " overhead, transfers, spilling and idle threads.",
+        [
+            target(
+                total("dask_span_execute_time_seconds_total", JOB, WORKFLOW, COMPUTE)
+                + " / "
+                + total("dask_span_cpu_available_seconds_total", JOB, WORKFLOW, ROOT_SPAN),
+                instant=True,
+            )
+        ],
+        w=4,
+        h=4,
+        unit="percentunit",
+        options=stat_options(),
+    )
+    lay.add(
+        stat,
+        "Cost",
+        "dask.span.cost of the root span: thread-hours made available while it ran"
+        " times otel-spans.metrics.cpu-hour-price (empty when no price is set).",
+        [target(total("dask_span_cost_total", JOB, WORKFLOW, ROOT_SPAN), instant=True)],
+        w=3,
+        h=4,
+        unit="currencyUSD",
+        options=stat_options(),
+    )
+    lay.add(
+        stat,
+        "Tasks",
+        "Tasks of the workflow that reached a final state (memory or erred).",
+        [target(total("dask_span_tasks_total", JOB, WORKFLOW), instant=True)],
+        w=3,
+        h=4,
+        options=stat_options(),
+    )
+    lay.add(
+        stat,
+        "Erred tasks",
+        "Tasks that ended in state erred, including those erred because a dependency"
+        " did. The links open the failed traces.",
+        [
+            target(
+                total("dask_span_tasks_total", JOB, WORKFLOW, 'dask_task_state="erred"'),
+                instant=True,
+            )
+        ],
+        w=3,
+        h=4,
+        options=stat_options(),
+        errors_only=True,
+        red_above_zero=True,
+    )
+    lay.add(
+        stat,
+        "Output",
+        "Bytes of task outputs the workflow produced (dask.span.output).",
+        [target(total("dask_span_output_bytes_total", JOB, WORKFLOW), instant=True)],
+        w=4,
+        h=4,
+        unit="bytes",
+        options=stat_options(),
+    )
+
+    lay.row("Spans")
+    lay.add(
+        table,
+        "Spans of $workflow",
+        "Wall time and CPU made available are the span's own (children overlap it);"
+        " compute time, tasks and output count the span's own tasks, not its"
+        " children's.",
+        [
+            target(
+                total("dask_span_duration_seconds_sum", *span_sel, by="dask_span_name")
+                + " / "
+                + total("dask_span_duration_seconds_count", *span_sel, by="dask_span_name"),
+                "A",
+                instant=True,
+                table=True,
+            ),
+            target(
+                total("dask_span_cpu_available_seconds_total", *span_sel, by="dask_span_name"),
+                "B",
+                instant=True,
+                table=True,
+            ),
+            target(
+                total(
+                    "dask_span_execute_time_seconds_total",
+                    *span_sel,
+                    COMPUTE,
+                    by="dask_span_name",
+                ),
+                "C",
+                instant=True,
+                table=True,
+            ),
+            target(
+                total("dask_span_tasks_total", *span_sel, by="dask_span_name"),
+                "D",
+                instant=True,
+                table=True,
+            ),
+            target(
+                total("dask_span_output_bytes_total", *span_sel, by="dask_span_name"),
+                "E",
+                instant=True,
+                table=True,
+            ),
+            target(
+                total("dask_span_cost_total", *span_sel, by="dask_span_name"),
+                "F",
+                instant=True,
+                table=True,
+            ),
+        ],
+        w=24,
+        h=8,
+        options={"showHeader": True, "sortBy": [{"displayName": "Wall time", "desc": True}]},
+        extra={
+            "transformations": [
+                {"id": "merge", "options": {}},
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {
+                            "dask_span_name": "Span",
+                            "Value #A": "Wall time",
+                            "Value #B": "CPU available",
+                            "Value #C": "Compute time",
+                            "Value #D": "Tasks",
+                            "Value #E": "Output",
+                            "Value #F": "Cost",
+                        },
+                    },
+                },
+            ],
+        },
+    )
+
+    lay.row("Where the time goes")
+    lay.add(
+        ts,
+        "Worker time by activity",
+        "Thread-seconds per second the workers spent on the selected spans and"
+        " prefixes, by activity (Dask's fine performance metrics): thread-cpu and"
+        " thread-noncpu are the tasks themselves, the rest is overhead around them.",
+        [
+            target(
+                rate("dask_span_execute_time_seconds_total", *task_sel, by="dask_activity"),
+                instant=False,
+                legend="{{dask_activity}}",
+            )
+        ],
+        w=12,
+        h=8,
+        unit="short",
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+    lay.add(
+        bar,
+        "Top bottlenecks: worker time by prefix",
+        "The 10 task prefixes that took the most worker time (every activity but the"
+        " workflow's idle share), in the selected spans.",
+        [
+            target(
+                "topk(10, "
+                + total(
+                    "dask_span_execute_time_seconds_total",
+                    *task_sel,
+                    NOT_IDLE,
+                    by="dask_task_prefix",
+                )
+                + ")",
+                instant=True,
+                legend="{{dask_task_prefix}}",
+            )
+        ],
+        w=12,
+        h=8,
+        unit="s",
+        options=bar_options(),
+    )
+    lay.add(
+        table,
+        "Time by activity, per span and prefix",
+        "Worker time of each span's own tasks by prefix and activity; the root span's"
+        " 'idle or other spans' row is the thread time nobody in the workflow used.",
+        [
+            target(
+                total(
+                    "dask_span_execute_time_seconds_total",
+                    *task_sel,
+                    by="dask_span_name, dask_task_prefix, dask_activity",
+                ),
+                instant=True,
+                table=True,
+            )
+        ],
+        w=12,
+        h=9,
+        options={"showHeader": True, "sortBy": [{"displayName": "Value", "desc": True}]},
+        extra={
+            "transformations": [
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {
+                            "dask_span_name": "Span",
+                            "dask_task_prefix": "Prefix",
+                            "dask_activity": "Activity",
+                            "Value": "Seconds",
+                        },
+                    },
+                }
+            ]
+        },
+    )
+    lay.add(
+        ts,
+        "Task duration p95 by prefix (exemplars: traces)",
+        "95th percentile of task compute time (dask.task.duration). With the OTLP"
+        " source, the dots are exemplars: click one for the trace of its span.",
+        [
+            target(
+                "histogram_quantile(0.95, "
+                + rate("dask_task_duration_seconds_bucket", *task_sel, by="le, dask_task_prefix")
+                + ")",
+                instant=False,
+                legend="{{dask_task_prefix}}",
+                exemplar=True,
+            )
+        ],
+        w=12,
+        h=9,
+        unit="s",
+        options=timeseries_options(),
+    )
+    lay.add(
+        bar,
+        "Task duration p95 by prefix, whole range",
+        "95th percentile of the compute time of every task of the prefix in the"
+        " selected spans, from the cumulative dask.task.duration histogram.",
+        [
+            target(
+                "histogram_quantile(0.95, "
+                + total("dask_task_duration_seconds_bucket", *task_sel, by="le, dask_task_prefix")
+                + ")",
+                instant=True,
+                legend="{{dask_task_prefix}}",
+            )
+        ],
+        w=24,
+        h=7,
+        unit="s",
+        options=bar_options(),
+    )
+
+    lay.row("Tasks, data and errors")
+    lay.add(
+        ts,
+        "Tasks finished per second, by state",
+        "Tasks reaching memory (computed) or erred, per second.",
+        [
+            target(
+                rate("dask_span_tasks_total", *task_sel, by="dask_task_state"),
+                instant=False,
+                legend="{{dask_task_state}}",
+            )
+        ],
+        w=8,
+        h=8,
+        unit="short",
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+    lay.add(
+        bar,
+        "Tasks by prefix and state",
+        "Tasks of each prefix by final state, in the selected spans.",
+        [
+            target(
+                total("dask_span_tasks_total", *task_sel, by="dask_task_prefix, dask_task_state"),
+                instant=True,
+                legend="{{dask_task_prefix}} {{dask_task_state}}",
+            )
+        ],
+        w=8,
+        h=8,
+        options=bar_options(),
+    )
+    lay.add(
+        bar,
+        "Output bytes by prefix",
+        "Bytes of task outputs by prefix (dask.span.output), in the selected spans.",
+        [
+            target(
+                total("dask_span_output_bytes_total", *task_sel, by="dask_task_prefix"),
+                instant=True,
+                legend="{{dask_task_prefix}}",
+            )
+        ],
+        w=8,
+        h=8,
+        unit="bytes",
+        options=bar_options(),
+    )
+    lay.add(
+        table,
+        "Errors: erred tasks by span and prefix",
+        "Where tasks failed. The links open the traces with status error; the span"
+        " status says how many of its tasks erred.",
+        [
+            target(
+                total(
+                    "dask_span_tasks_total",
+                    *task_sel,
+                    'dask_task_state="erred"',
+                    by="dask_span_name, dask_task_prefix",
+                ),
+                instant=True,
+                table=True,
+            )
+        ],
+        w=12,
+        h=7,
+        options={"showHeader": True},
+        errors_only=True,
+        extra={
+            "transformations": [
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {
+                            "dask_span_name": "Span",
+                            "dask_task_prefix": "Prefix",
+                            "Value": "Erred tasks",
+                        },
+                    },
+                }
+            ]
+        },
+    )
+    lay.add(
+        ts,
+        "Output bytes per second, by span",
+        "Bytes of task outputs produced per second.",
+        [
+            target(
+                rate("dask_span_output_bytes_total", *task_sel, by="dask_span_name"),
+                instant=False,
+                legend="{{dask_span_name}}",
+            )
+        ],
+        w=12,
+        h=7,
+        unit="Bps",
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+
+    lay.row("Cluster")
+    lay.add(
+        ts,
+        "Worker time by context and activity, whole cluster",
+        "dask.cluster.time: everything the workers did, in or outside spans"
+        " (execute, gather-dep, get-data, ...).",
+        [
+            target(
+                rate("dask_cluster_time_seconds_total", JOB, by="dask_context, dask_activity"),
+                instant=False,
+                legend="{{dask_context}} {{dask_activity}}",
+            )
+        ],
+        w=24,
+        h=7,
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+
+    lay.row("otel-spans health")
+    lay.add(
+        ts,
+        "Telemetry records per second, by signal and outcome",
+        "otel_spans.records: submitted, exported, dropped (queue full), failed"
+        " (collector down or refusing) and unsent (left at shutdown).",
+        [
+            target(
+                rate(
+                    "otel_spans_records_total",
+                    JOB,
+                    by="otel_spans_signal, otel_spans_outcome",
+                ),
+                instant=False,
+                legend="{{otel_spans_signal}} {{otel_spans_outcome}}",
+            )
+        ],
+        w=12,
+        h=6,
+        options=timeseries_options(),
+    )
+    lay.add(
+        stat,
+        "Records lost",
+        "Records otel-spans dropped, failed to export or left unsent; anything above"
+        " 0 means gaps in traces or metrics.",
+        [
+            target(
+                total(
+                    "otel_spans_records_total",
+                    JOB,
+                    'otel_spans_outcome=~"dropped|failed|unsent"',
+                ),
+                instant=True,
+            )
+        ],
+        w=4,
+        h=6,
+        options=stat_options(),
+        red_above_zero=True,
+    )
+    lay.add(
+        stat,
+        "Cardinality overflow",
+        "Span names and prefixes reported as (overflow) because the budget"
+        " (metrics.max-span-names, max-prefixes) was spent.",
+        [
+            target(
+                total("otel_spans_cardinality_overflow_total", JOB, by="otel_spans_attribute"),
+                instant=True,
+                legend="{{otel_spans_attribute}}",
+            )
+        ],
+        w=4,
+        h=6,
+        options=stat_options(),
+        red_above_zero=True,
+    )
+    lay.add(
+        stat,
+        "Internal errors",
+        "Errors inside otel-spans caught before they reached Dask; should stay 0.",
+        [target(total("otel_spans_internal_errors_total", JOB), instant=True)],
+        w=4,
+        h=6,
+        options=stat_options(),
+        red_above_zero=True,
+    )
+
+    return {
+        "uid": "otel-spans-workflows",
+        "title": "Dask workflows (otel-spans)",
+        "description": "Per-workflow wall time, efficiency, cost, tasks, bytes, errors and"
+        " bottlenecks of Dask spans exported by otel-spans, with links to their traces.",
+        "tags": ["dask", "otel-spans", "opentelemetry"],
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "10s",
+        "time": {"from": "now-1h", "to": "now"},
+        "timepicker": {},
+        "timezone": "browser",
+        "links": [
+            {
+                "title": "Jaeger UI",
+                "type": "link",
+                "url": "http://localhost:16686/search?service=${service:percentencode}",
+                "targetBlank": True,
+                "icon": "external link",
+                "tooltip": "Jaeger's own UI (deploy/docker-compose.yaml publishes it)",
+            }
+        ],
+        "annotations": {"list": []},
+        "templating": {"list": variables()},
+        "panels": lay.panels,
+    }
+
+
+DASHBOARDS = {"dask-workflows.json": workflows_dashboard}
+
+
+def render(build: Any) -> str:
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, build in DASHBOARDS.items():
+        (OUT / name).write_text(render(build))
+        print(f"wrote {OUT / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

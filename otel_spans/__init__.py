@@ -1,22 +1,49 @@
 """otel-spans: Dask spans as OpenTelemetry traces, metrics and logs over OTLP.
 
 Enable it on the scheduler with ``distributed.scheduler.preload: [otel_spans]`` or,
-on a running cluster, ``client.register_plugin(OtelSpansPlugin())``. Importing the
+on a running cluster, ``client.register_plugin(OtelSpansPlugin())``; on the workers
+(spans started inside tasks) with ``distributed.worker.preload: [otel_spans]`` or
+``client.register_plugin(OtelSpansWorkerPlugin())``. ``otel_spans.span`` is
+``distributed.span`` carrying the caller's trace context. Importing the
 package has no side effect besides registering the ``otel-spans`` dask.config defaults.
 """
 
 from __future__ import annotations
 
 from otel_spans.config import ConfigError, Settings, register_defaults
+from otel_spans.context import (
+    LOG_FORMAT,
+    TraceContextFilter,
+    annotate_context,
+    caller_traceparent,
+    context_from_traceparent,
+    current_context,
+    current_traceparent,
+    format_traceparent,
+    parse_traceparent,
+    span,
+)
 from otel_spans.plugin import OtelSpansPlugin
 from otel_spans.preload import dask_setup, dask_teardown
+from otel_spans.worker import OtelSpansWorkerPlugin
 
 __all__ = [
+    "LOG_FORMAT",
     "ConfigError",
     "OtelSpansPlugin",
+    "OtelSpansWorkerPlugin",
     "Settings",
+    "TraceContextFilter",
+    "annotate_context",
+    "caller_traceparent",
+    "context_from_traceparent",
+    "current_context",
+    "current_traceparent",
     "dask_setup",
     "dask_teardown",
+    "format_traceparent",
+    "parse_traceparent",
+    "span",
 ]
 __version__ = "0.1.0"
 

@@ -137,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--quick", action="store_true", help="2 rounds of 2k tasks")
     parser.add_argument("--json", help="also write the raw results to this file")
+    parser.add_argument(
+        "--modes",
+        default="default",
+        help="comma-separated otel-spans variants: default (groups + sampled tasks + "
+        "metrics + logs), all (every task run a span), metrics (metrics only, no traces)",
+    )
     args = parser.parse_args(argv)
     rounds, n = (2, 2000) if args.quick else (args.rounds, args.tasks)
 
@@ -145,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         "distributed.admin.low-level-log-length": 0,
         "logging.distributed": "error",
     }
-    results: dict[str, dict[str, list[tuple[float, float]]]] = {"baseline": {}, "otel": {}}
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    results: dict[str, dict[str, list[tuple[float, float]]]] = {"baseline": {}}
+    results.update({mode: {} for mode in modes})
     last_stats = None
     with blackhole_collector() as endpoint:
         otel = {
@@ -153,8 +161,18 @@ def main(argv: list[str] | None = None) -> int:
             "distributed.scheduler.preload": ["otel_spans"],
             "otel-spans.endpoint": endpoint,
         }
+        variants = {
+            "default": otel,
+            "all": {**otel, "otel-spans.traces.tasks.mode": "all"},
+            "metrics": {
+                **otel,
+                "otel-spans.traces.exporter": "none",
+                "otel-spans.logs.exporter": "none",
+                "otel-spans.traces.tasks.mode": "none",
+            },
+        }
         for r in range(rounds):
-            order = [("baseline", base), ("otel", otel)]
+            order = [("baseline", base)] + [(mode, variants[mode]) for mode in modes]
             if r % 2:
                 order.reverse()
             for variant, config in order:
@@ -165,14 +183,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}/{rounds} done", file=sys.stderr)
 
     print(f"\notel-spans overhead, {rounds} rounds, ratio = with / without (median [min–max])\n")
-    print("| workload | baseline wall s (median) | wall ratio | main-process CPU ratio |")
-    print("|---|---|---|---|")
+    print("| workload | mode | baseline wall s (median) | wall ratio | main-process CPU ratio |")
+    print("|---|---|---|---|---|")
     for name in WORKLOADS:
-        base_runs, otel_runs = results["baseline"][name], results["otel"][name]
-        wall = [o[0] / b[0] for o, b in zip(otel_runs, base_runs, strict=True)]
-        cpu = [o[1] / b[1] for o, b in zip(otel_runs, base_runs, strict=True)]
+        base_runs = results["baseline"][name]
         base_wall = statistics.median(b[0] for b in base_runs)
-        print(f"| {name} | {base_wall:.2f} | {summarise(wall)} | {summarise(cpu)} |")
+        for mode in modes:
+            otel_runs = results[mode][name]
+            wall = [o[0] / b[0] for o, b in zip(otel_runs, base_runs, strict=True)]
+            cpu = [o[1] / b[1] for o, b in zip(otel_runs, base_runs, strict=True)]
+            print(f"| {name} | {mode} | {base_wall:.2f} | {summarise(wall)} | {summarise(cpu)} |")
     print(f"\nexporter counters of the last otel-spans run: {last_stats}")
     if args.json:
         with open(args.json, "w") as f:

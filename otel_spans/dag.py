@@ -141,7 +141,8 @@ class DagTracker:
 
     def task_finished(
         self, ts: TaskState, start: str, finish: str, kwargs: dict[str, Any], span: SpanContextInfo
-    ) -> None:
+    ) -> int:
+        """Account for a finished task; returns its task span id when it got one, else 0."""
         tg = ts.group
         group = self.group(tg, span)
         if finish == "memory":
@@ -173,7 +174,7 @@ class DagTracker:
         decision = self.sampler.offer(tg, span.trace_id, policy, duration, must_keep, key_hash)
         erred_here = must_keep == ERRED
         if decision is None and not erred_here:
-            return
+            return 0
         reason = SLOWEST if decision == "hold" else (decision or "")
         record = self._task_record(ts, finish, kwargs, span, group, reruns + 1, reason)
         if decision == "hold":
@@ -182,6 +183,7 @@ class DagTracker:
             self.submit(record)
         if erred_here and self.log is not None:
             self.log(self._erred_log(record, kwargs, span, kept=decision is not None))
+        return record.span_id if decision is not None else 0
 
     def _task_record(
         self,

@@ -341,6 +341,8 @@ def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
 
 # -- metric exporters ------------------------------------------------------------------------
 _CUMULATIVE = AggregationTemporality.CUMULATIVE
+#: Adds data points aggregated outside the SDK to a batch: (data, temporality, reader id).
+Inject = Callable[[MetricsData, AggregationTemporality, int], MetricsData]
 _DELTA = AggregationTemporality.DELTA
 
 
@@ -393,12 +395,13 @@ class CountingMetricExporter(MetricExporter):
     carries the totals), but the operator still needs to see that exports fail.
     """
 
-    def __init__(self, inner: MetricExporter):
+    def __init__(self, inner: MetricExporter, inject: Inject | None = None):
         super().__init__(
             preferred_temporality=inner._preferred_temporality,
             preferred_aggregation=inner._preferred_aggregation,
         )
         self.inner = inner
+        self.inject = inject
         self.exported = 0
         self.failed = 0
 
@@ -406,6 +409,9 @@ class CountingMetricExporter(MetricExporter):
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
     ) -> MetricExportResult:
         try:
+            if self.inject is not None:
+                temporality = (self._preferred_temporality or {}).get(Histogram, _CUMULATIVE)
+                metrics_data = self.inject(metrics_data, temporality, id(self))
             result = self.inner.export(metrics_data, timeout_millis=timeout_millis)
         except Exception:
             logger.exception("otel-spans: metrics export failed")
@@ -474,12 +480,20 @@ class PrometheusEndpoint:
     process's global registry.
     """
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, inject: Inject | None = None):
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import CollectorRegistry, start_http_server
 
+        class Reader(PrometheusMetricReader):
+            def _receive_metrics(
+                self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
+            ) -> None:
+                if metrics_data is not None and inject is not None:
+                    metrics_data = inject(metrics_data, _CUMULATIVE, id(self))
+                super()._receive_metrics(metrics_data, timeout_millis, **kwargs)
+
         self.registry = CollectorRegistry(auto_describe=True)
-        self.reader = PrometheusMetricReader(registry=self.registry)
+        self.reader = Reader(registry=self.registry)
         self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         self.host = host
         self.port: int = self._server.server_address[1]

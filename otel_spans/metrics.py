@@ -43,7 +43,6 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     (semconv.M_CLUSTER_COUNT, semconv.UNIT_ONE, "Worker events, whole cluster"),
 )
 
-TASK_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
@@ -59,6 +58,18 @@ class MetricsState:
         self.prefixes = CardinalityLimiter(settings.max_prefixes)
         self._sums: dict[str, dict[Attrs, float]] = defaultdict(dict)
         self._lock = threading.Lock()
+        #: (tags, prefix) -> labels, for the per-task path (bounded by Dask's own spans).
+        self._task_labels: dict[tuple[tuple[str, ...], str], Attrs] = {}
+
+    def task_labels(self, tags: tuple[str, ...], prefix: str) -> Attrs:
+        """:meth:`labels` for a span and a prefix, memoised: called once per task."""
+        key = (tags, prefix)
+        attrs = self._task_labels.get(key)
+        if attrs is None:
+            attrs = self._task_labels[key] = self.labels(
+                tags, ((semconv.ATTR_TASK_PREFIX, prefix),)
+            )
+        return attrs
 
     def labels(self, tags: tuple[str, ...] | None, attributes: Attrs) -> Attrs:
         """The bounded metric attributes of a series."""
@@ -123,12 +134,6 @@ class Instruments:
                 description="Estimated cost of the CPU made available while the span ran",
             )
         self._histograms: dict[str, Histogram] = {
-            semconv.M_TASK_DURATION: meter.create_histogram(
-                semconv.M_TASK_DURATION,
-                unit=semconv.UNIT_SECONDS,
-                description="Compute time of tasks that finished, by prefix",
-                explicit_bucket_boundaries_advisory=TASK_DURATION_BUCKETS,
-            ),
             semconv.M_WORKFLOW_EFFICIENCY: meter.create_histogram(
                 semconv.M_WORKFLOW_EFFICIENCY,
                 unit=semconv.UNIT_ONE,

@@ -243,14 +243,15 @@ class OtelSpansPlugin(SchedulerPlugin):
                 return
             if finish == "released" or (finish == "memory" and start != "processing"):
                 return
+            task_span_id = 0
             if self._dag is not None:
-                self._dag.task_finished(ts, start, finish, kwargs, track.info)
+                task_span_id = self._dag.task_finished(ts, start, finish, kwargs, track.info)
             prefix = ts.group.prefix.name
             counter = (prefix, finish)
             track.finished[counter] = track.finished.get(counter, 0) + 1
             if finish == "memory":
                 track.output[prefix] = track.output.get(prefix, 0) + (kwargs.get("nbytes") or 0)
-                self._observe_task(track, prefix, kwargs.get("startstops"))
+                self._observe_task(track, prefix, kwargs.get("startstops"), task_span_id)
         except Exception:
             self._internal_error("transition")
 
@@ -341,23 +342,15 @@ class OtelSpansPlugin(SchedulerPlugin):
             return {}
         return {"trace_id": track.trace_id, "span_id": track.otel_span_id}
 
-    def _observe_task(self, track: _Track, prefix: str, startstops: Any) -> None:
+    def _observe_task(self, track: _Track, prefix: str, startstops: Any, task_span_id: int) -> None:
+        """The task's compute time into the duration histogram; an exemplar if it has a span."""
         if not startstops or self.signals is None:
             return
         compute = 0.0
         for phase in startstops:
             if phase.get("action") == "compute":
                 compute += phase["stop"] - phase["start"]
-        self.signals.submit_observation(
-            Observation(
-                semconv.M_TASK_DURATION,
-                track.tags,
-                ((_PREFIX, prefix),),
-                compute,
-                track.trace_id,
-                track.otel_span_id,
-            )
-        )
+        self.signals.record_task_duration(track.tags, prefix, compute, track.trace_id, task_span_id)
 
     # -- discovery ------------------------------------------------------------------------
     def _extension(self) -> SpansSchedulerExtension | None:

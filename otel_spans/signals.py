@@ -35,6 +35,7 @@ from otel_spans.records import (
     SpanRecord,
     TaskRecord,
 )
+from otel_spans.task_histogram import TaskDurationHistogram
 
 #: Everything that becomes spans: Dask spans, task groups, task runs (with phases).
 TraceRecord = SpanRecord | GroupRecord | TaskRecord
@@ -119,8 +120,10 @@ class Signals:
         readers: list[MetricReader] = []
         self._metric_exporter: CountingMetricExporter | None = None
         exporter = make_metric_exporter(m.target, m.temporality, role=role)
+        self.task_durations = TaskDurationHistogram()
+        inject = self.task_durations.inject
         if exporter is not None:
-            self._metric_exporter = CountingMetricExporter(exporter)
+            self._metric_exporter = CountingMetricExporter(exporter, inject)
             readers.append(
                 PeriodicExportingMetricReader(
                     self._metric_exporter,
@@ -130,7 +133,7 @@ class Signals:
             )
         self.prometheus: PrometheusEndpoint | None = None
         if m.prometheus_port is not None:
-            self.prometheus = PrometheusEndpoint(m.prometheus_host, m.prometheus_port)
+            self.prometheus = PrometheusEndpoint(m.prometheus_host, m.prometheus_port, inject)
             readers.append(self.prometheus.reader)
         self.meter_provider = MeterProvider(resource=self.resource, metric_readers=readers)
         meter = self.meter_provider.get_meter(semconv.SCOPE_NAME)
@@ -148,6 +151,14 @@ class Signals:
 
     def submit_observation(self, observation: Observation) -> bool:
         return self.observations.submit(observation)
+
+    def record_task_duration(
+        self, tags: tuple[str, ...], prefix: str, seconds: float, trace_id: int, span_id: int
+    ) -> None:
+        """One finished task (on the event loop): a bisect and a few additions."""
+        self.task_durations.record(
+            self.metric_state.task_labels(tags, prefix), seconds, trace_id, span_id
+        )
 
     # -- bookkeeping ---------------------------------------------------------------------
     def describe(self) -> str:

@@ -1,0 +1,208 @@
+"""The worker side: spans started by code inside a task become children of the task's span.
+
+Enabled by the worker preload (``distributed.worker.preload: [otel_spans]``, which
+installs :class:`OtelSpansWorkerPlugin`), or on a running cluster with
+``client.register_plugin(OtelSpansWorkerPlugin())``. A Nanny's preload only forwards
+``otel_spans`` to the preloads of the worker process it starts, where the work is.
+
+**Mechanism.** ``Worker.execute`` (the ``BaseWorker`` method the worker state machine
+awaits once per task, in an asyncio task of its own) is wrapped. The wrapper makes
+the task's span current and adds the ``otel_spans`` annotation in that asyncio task's
+contextvars, then awaits the original. distributed itself propagates contextvars from
+there into the task: ``Worker.execute`` enters ``dask.annotate(span=...)`` the same way
+and runs the function through ``run_in_executor_with_context``, precisely so that the
+span annotation reaches code in the task (``worker_client``, ``get_client``, logging).
+So the OTel context follows the very path Dask's own span annotation takes: to thread-
+pool tasks (``submit``, ``map``, delayed, ``map_blocks``, ``map_partitions``), through
+``secede``/``rejoin``, and to ``async def`` tasks, which run inside ``execute`` itself.
+
+Alternatives considered: a custom OTel runtime context keyed by
+``thread_state.key`` costs nothing until a span starts, but replaces a process-global
+OTel singleton, misses async tasks, and cannot add the annotation that makes plain
+nested submits find their parent; wrapping the executor cannot see which task it
+runs. Executors that are not thread pools get no contextvars from Dask, so tasks sent
+to them get no context (pass :func:`otel_spans.current_traceparent` explicitly).
+
+Per task the wrapper costs a few microseconds (two hashes, the context, the
+annotation); tasks of Dask's default span, which carry no span annotation, cost one
+dict lookup. The count of spans started under the task goes back to the scheduler in
+the task's metadata (:data:`METADATA_CHILDREN`), sent with the task-finished message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from dask.base import annotate
+from distributed.diagnostics.plugin import WorkerPlugin
+from opentelemetry import context as otel_context
+
+from otel_spans import context, semconv, worker_tracing
+from otel_spans.config import Settings
+from otel_spans.exporting import build_resource
+
+if TYPE_CHECKING:
+    from distributed import Nanny, Worker
+    from distributed.worker_state_machine import TaskState as WorkerTaskState
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.resources import Resource
+
+logger = logging.getLogger("otel_spans")
+
+#: Task metadata key: how many spans user code started with the task's span as parent.
+METADATA_CHILDREN = semconv.METADATA_CHILDREN
+#: Name of the plugin in ``Worker.plugins``.
+PLUGIN_NAME = "otel-spans"
+_PRELOAD = "otel_spans"
+_ERROR_LOG_EVERY = 60.0
+
+Execute = Callable[..., Awaitable[Any]]
+
+
+class OtelSpansWorkerPlugin(WorkerPlugin):
+    """Trace context into tasks, and export of the spans they start.
+
+    ``setup`` and ``teardown`` mirror each other: the provider lease and the
+    ``execute`` wrapper are taken and given back in reverse order.
+    """
+
+    name = PLUGIN_NAME
+
+    def __init__(self) -> None:
+        self._lease: worker_tracing.Lease | None = None
+        self._wrapper: Execute | None = None
+        #: What ``execute`` was before us, when it was already shadowed on the instance.
+        self._shadowed: Execute | None = None
+        self._internal_errors = 0
+        self._last_error_log = 0.0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def setup(self, worker: Worker) -> None:
+        """Resolve the settings (ConfigError names a bad key) and hook the worker."""
+        settings = Settings.from_config()
+        if not settings.enabled:
+            logger.info("otel-spans: disabled on worker %s", worker.id)
+            return
+
+        def resource() -> Resource:
+            return build_resource(
+                settings, instance_id=worker.id, scheduler_address=worker.scheduler.address
+            )
+
+        self._lease = worker_tracing.acquire(settings, resource)
+        self._shadowed = worker.__dict__.get("execute")
+        self._wrapper = self._wrap(worker, worker.execute)
+        setattr(worker, "execute", self._wrapper)  # noqa: B010 (mypy forbids method-assign)
+
+    async def teardown(self, worker: Worker) -> None:
+        """Unhook the worker, then flush (off the event loop, bounded)."""
+        lease, self._lease = self._lease, None  # a wrapper still in a chain now passes through
+        if self._wrapper is not None and worker.__dict__.get("execute") is self._wrapper:
+            if self._shadowed is not None:  # someone wrapped it before us: give theirs back
+                setattr(worker, "execute", self._shadowed)  # noqa: B010
+            else:  # the class's method shows through again
+                del worker.execute
+        self._wrapper = None
+        if lease is not None:
+            await asyncio.get_running_loop().run_in_executor(None, lease.release)
+
+    def stats(self) -> dict[str, int | str]:
+        """Export counters of this process's worker spans, and errors caught here."""
+        counts: dict[str, int | str] = {"provider": "none"}
+        if self._lease is not None:
+            counts.update(self._lease.stats())
+        counts["internal_errors"] = self._internal_errors
+        return counts
+
+    # -- per task -----------------------------------------------------------------------------
+    def _wrap(self, worker: Worker, original: Execute) -> Execute:
+        prepare = self._prepare
+        tasks = worker.state.tasks
+
+        async def execute(key: Any, *, stimulus_id: str) -> Any:
+            try:
+                prepared = prepare(tasks.get(key), key)
+            except Exception:
+                self._internal_error()
+                prepared = None
+            if prepared is None:
+                return await original(key, stimulus_id=stimulus_id)
+            ts, task_context, annotation, run = prepared
+            token = otel_context.attach(task_context)
+            try:
+                with annotate(**{semconv.ANNOTATION: annotation}):
+                    result = await original(key, stimulus_id=stimulus_id)
+            finally:
+                otel_context.detach(token)
+                worker_tracing.end_run(run)
+            try:
+                # The state machine builds the task-finished message from ts.metadata
+                # after this returns. (Erred tasks send no metadata; the scheduler keeps
+                # their spans anyway.)
+                if run.children:
+                    ts.metadata[METADATA_CHILDREN] = run.children
+                else:
+                    ts.metadata.pop(METADATA_CHILDREN, None)
+            except Exception:
+                self._internal_error()
+            return result
+
+        return execute
+
+    def _prepare(
+        self, ts: WorkerTaskState | None, key: Any
+    ) -> tuple[WorkerTaskState, Context, dict[str, Any], worker_tracing.TaskRun] | None:
+        """What a task runs with: its context, its annotation, its children counter."""
+        if ts is None or not ts.annotations or self._lease is None:
+            return None
+        sc = context.task_span_context(key, ts.annotations)
+        if sc is None:
+            return None
+        traceparent = context.traceparent_of(sc)
+        # Work submitted from inside the task (get_client, worker_client, compute) hangs
+        # under the task: same trace, so never a link (context.caller_annotation).
+        annotation = {"traceparent": traceparent, "link": False}
+        run = worker_tracing.begin_run(sc.trace_id, sc.span_id)
+        return ts, context.task_context(sc), annotation, run
+
+    def _internal_error(self) -> None:
+        self._internal_errors += 1
+        now = time.monotonic()
+        if now - self._last_error_log >= _ERROR_LOG_EVERY:
+            self._last_error_log = now
+            logger.exception("otel-spans: internal error around a task's execution (ignored)")
+
+
+# -- the preload ------------------------------------------------------------------------------
+def setup_server(server: Any) -> Awaitable[Any] | None:
+    """``dask_setup`` for a Worker (install the plugin) or a Nanny (forward the preload)."""
+    from distributed import Nanny, Worker
+
+    if isinstance(server, Worker):
+        return server.plugin_add(OtelSpansWorkerPlugin(), name=PLUGIN_NAME)
+    if isinstance(server, Nanny):
+        forward_preload(server)
+        return None
+    logger.debug("otel-spans: nothing to install on %s", type(server).__name__)
+    return None
+
+
+def forward_preload(nanny: Nanny) -> None:
+    """Make the worker process the Nanny starts run the ``otel_spans`` preload too.
+
+    A Nanny's own process runs no tasks; ``Nanny.preload`` is the list it hands to the
+    worker process (from ``distributed.worker.preload`` unless given explicitly).
+    """
+    preload = nanny.preload
+    current = [preload] if isinstance(preload, str) else list(preload or [])
+    if _PRELOAD in current:
+        return
+    nanny.preload = [*current, _PRELOAD]
+    argv = nanny.preload_argv
+    if argv and not isinstance(argv[0], str):
+        # One argv per preload: keep them aligned.
+        nanny.preload_argv = [*argv, []]

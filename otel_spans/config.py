@@ -112,6 +112,8 @@ class TraceSettings:
     code_max_length: int
     tasks: TaskSettings
     max_error_stories: int
+    #: Client side default of ``otel_spans.span(link=None)``.
+    caller_link: bool
 
 
 Temporality = Literal["cumulative", "delta", "lowmemory"]
@@ -305,6 +307,7 @@ class _Resolver:
                 max_error_stories=self.integer(
                     "traces.max-error-stories", self.get("traces.max-error-stories"), minimum=0
                 ),
+                caller_link=self.boolean("traces.caller-link", self.get("traces.caller-link")),
             ),
             metrics=self.metrics(),
             logs=self.log_settings(),

@@ -39,6 +39,7 @@ from tornado.ioloop import PeriodicCallback
 
 from otel_spans import config, ids, semconv, snapshots, workflow_analysis
 from otel_spans.config import Settings
+from otel_spans.context import parse_traceparent
 from otel_spans.dag import DagTracker, SpanContextInfo
 from otel_spans.records import (
     CounterDelta,
@@ -258,30 +259,46 @@ class OtelSpansPlugin(SchedulerPlugin):
     def update_graph(self, scheduler: Scheduler, *, annotations: Any = None, **kwargs: Any) -> None:
         """Adopt the caller's trace context that ``otel_spans.span`` annotated tasks with.
 
-        Runs before the new tasks transition, so the root's ids are known before any of
-        its spans is tracked. The first context a root sees wins.
+        Runs before the new tasks transition, so ids are settled before any of the new
+        spans is tracked; the first graph of a Dask span decides for it.
+
+        * a new *root* Dask span joins the caller's trace as its child (or, with
+          ``link``, keeps its own trace and links to the caller);
+        * a new *nested* Dask span whose tasks name another parent in the same trace
+          was opened by code running inside a task: it hangs under that task's span
+          (with ``link``, it keeps its Dask parent and links to the task).
+
+        A root never adopts a context from its own trace (a task of the tree submitting
+        more work): that would make it a child of its own descendant.
         """
         try:
             by_key = (annotations or {}).get(semconv.ANNOTATION)
             if not by_key:
                 return
-            done: set[str] = set()
+            ext = self._extension()
+            if ext is None:
+                return
+            decided: set[str] = set()
             for key, value in by_key.items():
                 ts = scheduler.tasks.get(key)
                 if ts is None or ts.group is None or not ts.group.span_id:
                     continue
-                ext = self._extension()
-                span = ext.spans.get(ts.group.span_id) if ext is not None else None
-                if span is None:
+                span_id = ts.group.span_id
+                if span_id in decided:
+                    continue
+                decided.add(span_id)
+                span = ext.spans.get(span_id)
+                if span is None or span.id in self._tracks or span.id in self._upstream:
+                    continue
+                parsed = _caller(value)
+                if parsed is None:
                     continue
                 root = snapshots.root_of(span)
-                if root.id in done or root.id in self._upstream or root.id in self._tracks:
-                    done.add(root.id)
-                    continue
-                done.add(root.id)
-                parsed = _caller(value)
-                if parsed is not None:
-                    self._upstream[root.id] = parsed
+                if span is root:
+                    if parsed[0] != ids.trace_id_for(root.id):
+                        self._upstream[root.id] = parsed
+                elif parsed[1] != ids.dask_span_id(span.parent.id if span.parent else ""):
+                    self._upstream[span.id] = parsed
         except Exception:
             self._internal_error("update_graph")
 
@@ -523,10 +540,12 @@ class OtelSpansPlugin(SchedulerPlugin):
             parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
             start = span.enqueued
         links: tuple[LinkRecord, ...] = ()
-        upstream = self._upstream.get(span.id) if track.is_root and not continuation else None
+        upstream = self._upstream.get(span.id) if not continuation else None
         if upstream is not None:
             caller_trace, caller_span, as_link = upstream
-            if as_link:
+            if as_link or (not track.is_root and caller_trace != track.trace_id):
+                # a link: asked for, or the task that opened a nested span is in another
+                # trace (a tree keeps one trace id: its ids are derived from it)
                 kind = ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_CALLER),)
                 links = (LinkRecord(caller_trace, caller_span, kind),)
             else:
@@ -682,19 +701,16 @@ def _matches(topic: str, patterns: tuple[str, ...]) -> bool:
 
 
 def _caller(value: Any) -> tuple[int, int, bool] | None:
-    """(trace id, span id, link mode) from an ``otel_spans`` task annotation."""
+    """(trace id, span id, link mode) from an ``otel_spans`` task annotation.
+
+    Parsed exactly as workers parse it (:func:`otel_spans.context.parse_traceparent`),
+    so that every process derives the same ids from the same annotation.
+    """
     if not isinstance(value, dict):
         return None
     text = value.get("traceparent")
-    if not isinstance(text, str):
+    parsed = parse_traceparent(text) if isinstance(text, str) else None
+    if parsed is None:
         return None
-    parts = text.strip().split("-")
-    if len(parts) != 4 or parts[0] != "00" or len(parts[1]) != 32 or len(parts[2]) != 16:
-        return None
-    try:
-        trace_id, span_id = int(parts[1], 16), int(parts[2], 16)
-    except ValueError:
-        return None
-    if not trace_id or not span_id or parts[1] != parts[1].lower() or parts[2] != parts[2].lower():
-        return None
+    trace_id, span_id, _ = parsed
     return trace_id, span_id, bool(value.get("link", False))

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
@@ -303,6 +303,36 @@ def _grpc_credentials(target: ExportTarget) -> grpc.ChannelCredentials | None:
     )
 
 
+def _otlp_options(target: ExportTarget) -> dict[str, Any]:
+    """The constructor arguments every OTLP exporter of ``target``'s protocol takes.
+
+    Every option is passed explicitly, so the SDK's own reading of ``OTEL_*`` never
+    disagrees with the settings resolved in :mod:`otel_spans.config`.
+    """
+    if target.protocol == "grpc":
+        import grpc
+
+        return {
+            "endpoint": target.endpoint,
+            "insecure": target.insecure,
+            "credentials": _grpc_credentials(target),
+            "headers": dict(target.headers),
+            "timeout": target.timeout,
+            "compression": grpc.Compression.Gzip if target.compression else None,
+        }
+    from opentelemetry.exporter.otlp.proto.http import Compression
+
+    return {
+        "endpoint": target.endpoint,
+        "certificate_file": target.certificate,
+        "client_certificate_file": target.client_certificate,
+        "client_key_file": target.client_key,
+        "headers": dict(target.headers),
+        "timeout": target.timeout,
+        "compression": Compression.Gzip if target.compression else Compression.NoCompression,
+    }
+
+
 def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
     """The SDK span exporter for ``target``, every option passed explicitly."""
     if target.kind == "none":
@@ -310,33 +340,16 @@ def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
     if target.kind == "file":
         return OtlpJsonSpanExporter(JsonLinesWriter(target.directory, "traces", role))
     if target.protocol == "grpc":
-        import grpc
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcSpanExporter,
         )
 
-        return GrpcSpanExporter(
-            endpoint=target.endpoint,
-            insecure=target.insecure,
-            credentials=_grpc_credentials(target),
-            headers=dict(target.headers),
-            timeout=target.timeout,
-            compression=grpc.Compression.Gzip if target.compression else None,
-        )
-    from opentelemetry.exporter.otlp.proto.http import Compression
+        return GrpcSpanExporter(**_otlp_options(target))
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpSpanExporter,
     )
 
-    return HttpSpanExporter(
-        endpoint=target.endpoint,
-        certificate_file=target.certificate,
-        client_certificate_file=target.client_certificate,
-        client_key_file=target.client_key,
-        headers=dict(target.headers),
-        timeout=target.timeout,
-        compression=Compression.Gzip if target.compression else Compression.NoCompression,
-    )
+    return HttpSpanExporter(**_otlp_options(target))
 
 
 # -- metric exporters ------------------------------------------------------------------------
@@ -441,35 +454,16 @@ def make_metric_exporter(
         )
     preference = temporality_preference(temporality)
     if target.protocol == "grpc":
-        import grpc
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
             OTLPMetricExporter as GrpcMetricExporter,
         )
 
-        return GrpcMetricExporter(
-            endpoint=target.endpoint,
-            insecure=target.insecure,
-            credentials=_grpc_credentials(target),
-            headers=dict(target.headers),
-            timeout=target.timeout,
-            compression=grpc.Compression.Gzip if target.compression else None,
-            preferred_temporality=preference,
-        )
-    from opentelemetry.exporter.otlp.proto.http import Compression
+        return GrpcMetricExporter(**_otlp_options(target), preferred_temporality=preference)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter as HttpMetricExporter,
     )
 
-    return HttpMetricExporter(
-        endpoint=target.endpoint,
-        certificate_file=target.certificate,
-        client_certificate_file=target.client_certificate,
-        client_key_file=target.client_key,
-        headers=dict(target.headers),
-        timeout=target.timeout,
-        compression=Compression.Gzip if target.compression else Compression.NoCompression,
-        preferred_temporality=preference,
-    )
+    return HttpMetricExporter(**_otlp_options(target), preferred_temporality=preference)
 
 
 class PrometheusEndpoint:
@@ -543,30 +537,13 @@ def make_log_exporter(target: ExportTarget, *, role: str) -> LogRecordExporter:
     if target.kind == "file":
         return OtlpJsonLogExporter(JsonLinesWriter(target.directory, "logs", role))
     if target.protocol == "grpc":
-        import grpc
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
             OTLPLogExporter as GrpcLogExporter,
         )
 
-        return GrpcLogExporter(
-            endpoint=target.endpoint,
-            insecure=target.insecure,
-            credentials=_grpc_credentials(target),
-            headers=dict(target.headers),
-            timeout=target.timeout,
-            compression=grpc.Compression.Gzip if target.compression else None,
-        )
-    from opentelemetry.exporter.otlp.proto.http import Compression
+        return GrpcLogExporter(**_otlp_options(target))
     from opentelemetry.exporter.otlp.proto.http._log_exporter import (
         OTLPLogExporter as HttpLogExporter,
     )
 
-    return HttpLogExporter(
-        endpoint=target.endpoint,
-        certificate_file=target.certificate,
-        client_certificate_file=target.client_certificate,
-        client_key_file=target.client_key,
-        headers=dict(target.headers),
-        timeout=target.timeout,
-        compression=Compression.Gzip if target.compression else Compression.NoCompression,
-    )
+    return HttpLogExporter(**_otlp_options(target))

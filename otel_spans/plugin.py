@@ -288,19 +288,34 @@ class OtelSpansPlugin(SchedulerPlugin):
                     continue
                 decided.add(span_id)
                 span = ext.spans.get(span_id)
-                if span is None or span.id in self._tracks or span.id in self._upstream:
-                    continue
                 parsed = _caller(value)
-                if parsed is None:
+                if span is None or parsed is None:
                     continue
-                root = snapshots.root_of(span)
-                if span is root:
-                    if parsed[0] != ids.trace_id_for(root.id):
-                        self._upstream[root.id] = parsed
-                elif parsed[1] != ids.dask_span_id(span.parent.id if span.parent else ""):
-                    self._upstream[span.id] = parsed
+                self._adopt(span, parsed, decided)
         except Exception:
             self._internal_error("update_graph")
+
+    def _adopt(self, span: Span, caller: tuple[int, int, bool], decided: set[str]) -> None:
+        root = snapshots.root_of(span)
+        if root.id not in self._tracks and root.id not in self._upstream:
+            # A new tree: its root adopts the caller; spans new in the same graph as
+            # their root follow the Dask tree.
+            if caller[0] != ids.trace_id_for(root.id):
+                self._upstream[root.id] = caller
+            decided.add(root.id)
+            return
+        if span is root or root.id in decided or span.id in self._tracks:
+            return
+        if span.id in self._upstream:
+            return
+        root_caller = self._upstream.get(root.id)
+        if root_caller is not None and caller[:2] == root_caller[:2]:
+            return  # the tree's own caller, opening another span of the tree
+        parent = span.parent
+        if parent is not None and caller[1] == ids.dask_span_id(parent.id):
+            return
+        # Opened by code running in a task of the tree (or elsewhere): hang under it.
+        self._upstream[span.id] = caller
 
     def log_event(self, topic: str, msg: Any) -> None:
         """Dask structured events: worker losses feed the DAG, topics become logs."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, NamedTuple, TypeVar
 
 import dask.config
-from distributed import Client, Scheduler, Worker
+from distributed import Client, LocalCluster, Scheduler, Worker
 from distributed.utils_test import gen_test
 
 T = TypeVar("T")
@@ -79,6 +79,25 @@ async def traced_cluster(config: Mapping[str, Any], n_workers: int = 2) -> Async
             finally:
                 await asyncio.gather(*(w.close() for w in workers))
     assert not otel_threads(), f"otel-spans threads survived the scheduler: {otel_threads()}"
+
+
+@contextmanager
+def process_cluster(
+    config: Mapping[str, Any], n_workers: int = 2
+) -> Iterator[tuple[LocalCluster, Client]]:
+    """A LocalCluster with worker *processes*, enabled purely through dask.config."""
+    with (
+        dask.config.set(config),
+        LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield cluster, client
 
 
 async def stats(client: Client) -> dict[str, Any]:

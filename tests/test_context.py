@@ -24,7 +24,7 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-from distributed import Client, LocalCluster, get_client, get_worker, rejoin, secede, worker_client
+from distributed import get_client, get_worker, rejoin, secede, worker_client
 from distributed import span as dask_span
 from distributed.diagnostics.plugin import SchedulerPlugin
 from hypothesis import given
@@ -47,7 +47,7 @@ from otel_spans.context import (
     traceparent_of,
 )
 from otel_spans.worker import METADATA_CHILDREN, OtelSpansWorkerPlugin
-from tests.cluster import await_until, cluster_test, traced_cluster
+from tests.cluster import await_until, cluster_test, process_cluster, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan
 from tests.servers.rotel import RotelCollector
@@ -456,17 +456,7 @@ def test_spans_started_in_tasks_on_worker_processes_are_children_of_the_task_spa
         "otel-spans.traces.linger": "100ms",
         "otel-spans.traces.poll-interval": "50ms",
     }
-    with (
-        dask.config.set(config),
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with process_cluster(config, n_workers=2) as (_cluster, client):
         client.register_plugin(Recorder())
         sub: dict[str, str] = {}
         with dask_span("context test") as root_id:
@@ -554,17 +544,7 @@ def test_a_users_own_provider_wins_and_a_nanny_preload_reaches_the_worker_proces
         "distributed.worker.preload": [USER_PROVIDER_PRELOAD],
         "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
     }
-    with (
-        dask.config.set(config),
-        LocalCluster(
-            n_workers=1,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with process_cluster(config, n_workers=1) as (_cluster, client):
         assert os.getpid() != next(iter(client.run(os.getpid).values()))
         client.register_plugin(Recorder())
         with dask_span("user provider") as span_id:
@@ -605,17 +585,7 @@ def test_a_hanging_collector_costs_worker_spans_counted_never_a_hang(
         "otel-spans.timeout": "1s",
         "otel-spans.shutdown-timeout": "1s",
     }
-    with (
-        dask.config.set(config),
-        LocalCluster(
-            n_workers=1,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with process_cluster(config, n_workers=1) as (_cluster, client):
         with dask_span("flood"):
             assert client.submit(many_spans, 200, key="flood-1").result() == 200
         (stats,) = client.run(worker_stats).values()

@@ -6,10 +6,10 @@ import asyncio
 import time
 
 import pytest
-from distributed import Client, LocalCluster, Scheduler, span
+from distributed import Client, Scheduler, span
 
 from otel_spans.config import ConfigError
-from tests.cluster import await_until, cluster_test, stats, traced_cluster
+from tests.cluster import await_until, cluster_test, process_cluster, stats, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.ports import free_port, wait_until
 from tests.servers.rotel import RotelCollector
@@ -132,7 +132,6 @@ def test_bad_configuration_stops_the_scheduler_start() -> None:
 def test_end_to_end_through_rotel_with_worker_processes_and_a_collector_restart(
     otlp_receiver: OtlpReceiver, rotel: RotelCollector
 ) -> None:
-    import dask.config
 
     config = {
         "distributed.scheduler.preload": ["otel_spans"],
@@ -142,17 +141,7 @@ def test_end_to_end_through_rotel_with_worker_processes_and_a_collector_restart(
         "otel-spans.traces.linger": "100ms",
         "otel-spans.traces.poll-interval": "50ms",
     }
-    with (
-        dask.config.set(config),
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with process_cluster(config, n_workers=2) as (cluster, client):
         assert all(not isinstance(w, str) for w in cluster.workers.values())
 
         def run(name: str) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 
 import dask.array as da
 import pytest
-from distributed import Client, Scheduler, span
+from distributed import Scheduler, span
 
-from tests.cluster import Cluster, await_until, cluster_test, traced_cluster
+from tests.cluster import Cluster, await_until, cluster_test, process_cluster, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedMetricPoint, flatten_metrics
 from tests.servers.prometheus import PrometheusServer, promtool_check_metrics, sample_value
@@ -221,8 +221,6 @@ async def test_five_thousand_span_names_stay_within_the_budget(
 def test_metrics_through_rotel_with_http(
     otlp_receiver: OtlpReceiver, rotel: RotelCollector
 ) -> None:
-    import dask.config
-    from distributed import LocalCluster
 
     config = {
         "distributed.scheduler.preload": ["otel_spans"],
@@ -230,17 +228,7 @@ def test_metrics_through_rotel_with_http(
         "otel-spans.protocol": "http/protobuf",
         **FAST_METRICS,
     }
-    with (
-        dask.config.set(config),
-        LocalCluster(
-            n_workers=1,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with process_cluster(config, n_workers=1) as (_cluster, client):
         with span("through rotel"):
             assert client.submit(sum, [1, 2]).result() == 3
         otlp_receiver.wait_for_metrics(

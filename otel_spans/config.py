@@ -420,6 +420,16 @@ class _Resolver:
             currency=currency,
         )
 
+    def millis_as_seconds(self, name: str, text: str) -> float:
+        """An ``OTEL_*`` duration: milliseconds, as the OTel specification says."""
+        try:
+            millis = float(text)
+        except ValueError:
+            raise self.fail(name, text, "a positive number of milliseconds") from None
+        if millis <= 0:
+            raise self.fail(name, text, "a positive number of milliseconds")
+        return millis / 1000
+
     def metric_interval(self) -> float:
         value = self.get("metrics.interval")
         if value is not None:
@@ -427,13 +437,7 @@ class _Resolver:
         found = self.env_value("OTEL_METRIC_EXPORT_INTERVAL")
         if not found:
             return _DEFAULT_METRIC_INTERVAL
-        try:
-            millis = float(found[1])
-        except ValueError:
-            raise self.fail(found[0], found[1], "a positive number of milliseconds") from None
-        if millis <= 0:
-            raise self.fail(found[0], found[1], "a positive number of milliseconds")
-        return millis / 1000
+        return self.millis_as_seconds(*found)
 
     def temporality(self) -> Temporality:
         key, value = "metrics.temporality", self.get("metrics.temporality")
@@ -605,13 +609,7 @@ class _Resolver:
         )
         if not found:
             return _DEFAULT_TIMEOUT
-        try:
-            millis = float(found[1])
-        except ValueError:
-            raise self.fail(found[0], found[1], "a positive number of milliseconds") from None
-        if millis <= 0:
-            raise self.fail(found[0], found[1], "a positive number of milliseconds")
-        return millis / 1000
+        return self.millis_as_seconds(*found)
 
     def compression(self, signal: str) -> Literal["gzip"] | None:
         key, value = "compression", self.get("compression")

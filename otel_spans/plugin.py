@@ -77,13 +77,9 @@ _STATE = semconv.ATTR_TASK_STATE
 class _Track:
     """What the plugin remembers of one Dask span (one small object per span)."""
 
-    tags: tuple[str, ...]
-    trace_id: int
-    #: OTel span id of the first export (tasks and exemplars point here).
-    otel_span_id: int
-    is_root: bool
-    #: What the DAG tracker needs of this span (ids, sampling policy).
+    #: Tags, trace id, OTel span id of the first export, sampling policy.
     info: SpanContextInfo
+    is_root: bool
     #: How many times the span was exported so far.
     exports: int = 0
     #: OTel span id of the latest export.
@@ -102,6 +98,19 @@ class _Track:
     output: dict[str, int] = field(default_factory=dict)
     #: Cumulative values already handed over as deltas, by metric key.
     seen: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return self.info.tags
+
+    @property
+    def trace_id(self) -> int:
+        return self.info.trace_id
+
+    @property
+    def otel_span_id(self) -> int:
+        """OTel span id of the first export (tasks and exemplars point here)."""
+        return self.info.otel_span_id
 
 
 class OtelSpansPlugin(SchedulerPlugin):
@@ -407,11 +416,8 @@ class OtelSpansPlugin(SchedulerPlugin):
                 trace_id = ids.trace_id_for(root.id)
             otel_span_id = ids.dask_span_id(span.id)
             track = self._tracks[span.id] = _Track(
-                tags=tags,
-                trace_id=trace_id,
-                otel_span_id=otel_span_id,
-                is_root=root is span,
                 info=SpanContextInfo(span.id, tags, trace_id, otel_span_id, self._policy(tags)),
+                is_root=root is span,
             )
             self._open[span.id] = span
             self._live[span.id] = span

@@ -24,8 +24,6 @@ import contextlib
 import functools
 import json
 import re
-import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -40,6 +38,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from .ports import LOOPBACK, free_port, port_open, wait_until
+from .process import ServerProcess
 
 __all__ = [
     "OPENMETRICS_CONTENT_TYPE",
@@ -140,7 +139,7 @@ def sample_value(result: Result) -> float:
     return float(result["value"][1])
 
 
-class PrometheusServer:
+class PrometheusServer(ServerProcess):
     """A Prometheus server on 127.0.0.1 with a generated config.
 
     *scrape_targets* are ``"host:port"`` strings scraped every
@@ -148,6 +147,8 @@ class PrometheusServer:
     the top level of the generated config (e.g. an ``otlp:`` section on
     Prometheus 3).  The config is JSON, which is valid YAML.
     """
+
+    stop_timeout = 10.0
 
     def __init__(
         self,
@@ -310,48 +311,8 @@ class PrometheusServer:
         except (urllib.error.URLError, OSError):
             return False
 
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM by pid, SIGKILL after *timeout*; returns the exit code."""
-        proc = self._proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait(timeout=timeout)
-        self._proc = None
-        return proc.returncode
-
-    def close(self) -> None:
-        """Stop and delete the temp dir (config, TSDB, log)."""
-        self.stop()
-        if self._log_fh is not None:
-            self._log_fh.close()
-            self._log_fh = None
-        shutil.rmtree(self._tmpdir, ignore_errors=True)
-
-    def log_text(self) -> str:
-        """Everything Prometheus logged so far."""
-        if self._log_fh is not None:
-            self._log_fh.flush()
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
     def __enter__(self) -> PrometheusServer:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- HTTP API ----------------------------------------------------------
 

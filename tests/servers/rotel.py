@@ -23,16 +23,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Literal
 
 from .ports import LOOPBACK, free_port, port_open, wait_until
+from .process import ServerProcess
 
 __all__ = ["RotelCollector", "rotel_binary"]
 
@@ -48,7 +47,7 @@ def rotel_binary() -> str:
     return str(path)
 
 
-class RotelCollector:
+class RotelCollector(ServerProcess):
     """A rotel collector on 127.0.0.1 forwarding all signals over OTLP.
 
     Receives OTLP on :attr:`grpc_endpoint` and :attr:`http_endpoint` and
@@ -61,6 +60,8 @@ class RotelCollector:
     delete the temp dir holding the log).  The log survives restarts and is
     available through :meth:`log_text` for failure diagnostics.
     """
+
+    stop_timeout = 5.0
 
     def __init__(
         self,
@@ -202,24 +203,6 @@ class RotelCollector:
             code = self._proc.returncode if self._proc is not None else None
             raise RuntimeError(f"rotel exited with {code} during startup:\n{self.log_text()}")
 
-    def stop(self, timeout: float = 5.0) -> int | None:
-        """SIGTERM the agent (lets it flush), SIGKILL after *timeout* seconds.
-
-        Returns the exit code, or None if it was not running.
-        """
-        proc = self._proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait(timeout=timeout)
-        self._proc = None
-        return proc.returncode
-
     def kill(self) -> None:
         """SIGKILL the agent: no flush, no goodbye -- a simulated crash."""
         proc = self._proc
@@ -235,30 +218,5 @@ class RotelCollector:
         self.stop()
         return self.start()
 
-    def close(self) -> None:
-        """Stop the agent and delete its temp dir (log included)."""
-        self.stop()
-        if self._log_fh is not None:
-            self._log_fh.close()
-            self._log_fh = None
-        shutil.rmtree(self._tmpdir, ignore_errors=True)
-
-    def log_text(self) -> str:
-        """Everything the agent printed so far (all runs)."""
-        if self._log_fh is not None:
-            self._log_fh.flush()
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
     def __enter__(self) -> RotelCollector:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

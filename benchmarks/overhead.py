@@ -11,9 +11,16 @@ time (scheduler + client live in it; workers are other processes).
 The scheduler runs with ``worker-saturation: inf``, its fastest setting, so that the
 scheduler (where otel-spans' hooks run) is the bottleneck and overhead shows most.
 
+With ``--scale`` the workloads are the large ones: a 100k-task graph (a map-reduce
+with fan-in 100, built as a raw task graph with tuple keys) and a tree of 1,000
+nested Dask spans. Then the scheduler's RSS after each workload and its event-loop lag
+(how late a 10 ms timer on the scheduler's loop fires, p99 over the workload) are
+reported too.
+
 Usage::
 
     python benchmarks/overhead.py               # 5 rounds, 20k tasks
+    python benchmarks/overhead.py --scale --modes default,metrics
     python benchmarks/overhead.py --quick       # a smoke run for CI
 """
 
@@ -29,7 +36,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask
 import dask.array as da
@@ -64,10 +71,47 @@ def nested_spans(client: Client, n: int) -> object:
     return total
 
 
+def map_reduce_graph(n: int, fan_in: int = 100) -> tuple[dict[Any, Any], Any]:
+    """A raw graph of about ``n`` tasks: leaves, partial sums of ``fan_in``, a total."""
+    leaves = n - n // fan_in - 1
+    graph: dict[Any, Any] = {("leaf", i): (inc, i) for i in range(leaves)}
+    partials = []
+    for j, start in enumerate(range(0, leaves, fan_in)):
+        inputs = [("leaf", i) for i in range(start, min(leaves, start + fan_in))]
+        graph[("partial", j)] = (sum, inputs)
+        partials.append(("partial", j))
+    graph[("total", 0)] = (sum, partials)
+    return graph, ("total", 0)
+
+
+def big_graph(client: Client, n: int) -> object:
+    graph, root = map_reduce_graph(n)
+    with span("big graph"):
+        return client.get(graph, root)
+
+
+def thousand_nested_spans(client: Client, n: int) -> object:
+    """100 stages × 10 steps under one root (1,101 Dask spans), 5 tasks per step."""
+    stages, steps = (100, 10) if n >= 20_000 else (10, 10)
+    futures = []
+    with span("pipeline"):
+        for i in range(stages):
+            with span(f"stage-{i}"):
+                for j in range(steps):
+                    with span(f"step-{j}"):
+                        keys = [f"nested-{i}-{j}-{k}" for k in range(5)]
+                        futures += client.map(inc, range(5), key=keys)
+        return sum(client.gather(futures))
+
+
 WORKLOADS: dict[str, Workload] = {
     "20k tiny tasks (client.map)": tiny_tasks,
     "dask.array reduction": array_reduction,
     "50 nested spans × 20 tasks": nested_spans,
+}
+SCALE_WORKLOADS: dict[str, Workload] = {
+    "100k-task graph": big_graph,
+    "1,000 nested spans": thousand_nested_spans,
 }
 
 
@@ -106,8 +150,60 @@ def blackhole_collector() -> Iterator[str]:
         proc.wait(10)
 
 
-def run_variant(config: dict[str, Any], n: int) -> tuple[dict[str, tuple[float, float]], Any]:
-    """Time every workload on a fresh cluster; returns {workload: (wall s, cpu s)}."""
+class LoopLag:
+    """How late a 10 ms timer fires on the scheduler's event loop while a workload runs.
+
+    The scheduler of a LocalCluster (and the client) run on ``cluster.loop`` in a
+    thread of this process; a timer re-armed every 10 ms measures how long the loop
+    was busy with something else when it should have fired.
+    """
+
+    INTERVAL = 0.01
+
+    def __init__(self, cluster: LocalCluster):
+        self.loop = cluster.loop.asyncio_loop  # type: ignore[attr-defined]
+        self.lags: list[float] = []
+        self.running = False
+
+    def _arm(self) -> None:
+        self.loop.call_later(self.INTERVAL, self._tick, self.loop.time() + self.INTERVAL)
+
+    def _tick(self, due: float) -> None:
+        self.lags.append(self.loop.time() - due)
+        if self.running:
+            self._arm()
+
+    def __enter__(self) -> LoopLag:
+        self.running = True
+        self.loop.call_soon_threadsafe(self._arm)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.running = False
+
+    def p99(self) -> float:
+        if not self.lags:
+            return 0.0
+        ordered = sorted(self.lags)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+class Measurement(NamedTuple):
+    wall: float
+    cpu: float
+    #: growth of this process's RSS over the workload, MiB
+    rss_growth: float
+    #: p99 lateness of the 10 ms timer on the scheduler's loop, ms
+    lag_p99: float
+
+
+def run_variant(
+    config: dict[str, Any], n: int, workloads: dict[str, Workload]
+) -> tuple[dict[str, Measurement], Any]:
+    """Time every workload on a fresh cluster."""
+    import psutil
+
+    process = psutil.Process()
     out = {}
     with (
         dask.config.set(config),
@@ -117,10 +213,17 @@ def run_variant(config: dict[str, Any], n: int) -> tuple[dict[str, tuple[float, 
         Client(cluster) as client,
     ):
         client.submit(inc, 0).result()  # warm the workers up
-        for name, workload in WORKLOADS.items():
+        for name, workload in workloads.items():
+            rss = process.memory_info().rss
             wall, cpu = time.perf_counter(), time.process_time()
-            workload(client, n)
-            out[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+            with LoopLag(cluster) as lag:
+                workload(client, n)
+            out[name] = Measurement(
+                wall=time.perf_counter() - wall,
+                cpu=time.process_time() - cpu,
+                rss_growth=(process.memory_info().rss - rss) / 2**20,
+                lag_p99=lag.p99() * 1000,
+            )
         stats = None
         if "otel-spans" in cluster.scheduler.plugins:
             stats = cluster.scheduler.plugins["otel-spans"].stats()
@@ -136,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--quick", action="store_true", help="2 rounds of 2k tasks")
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="the large workloads: a 100k-task graph and 1,000 nested spans (--tasks 100000)",
+    )
     parser.add_argument("--json", help="also write the raw results to this file")
     parser.add_argument(
         "--modes",
@@ -145,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     rounds, n = (2, 2000) if args.quick else (args.rounds, args.tasks)
+    workloads = SCALE_WORKLOADS if args.scale else WORKLOADS
+    if args.scale and not args.quick and args.tasks == 20_000:
+        n = 100_000
 
     base = {
         "distributed.scheduler.worker-saturation": float("inf"),
@@ -152,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         "logging.distributed": "error",
     }
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    results: dict[str, dict[str, list[tuple[float, float]]]] = {"baseline": {}}
+    results: dict[str, dict[str, list[Measurement]]] = {"baseline": {}}
     results.update({mode: {} for mode in modes})
     last_stats = None
     with blackhole_collector() as endpoint:
@@ -176,23 +287,33 @@ def main(argv: list[str] | None = None) -> int:
             if r % 2:
                 order.reverse()
             for variant, config in order:
-                timings, stats = run_variant(config, n)
+                timings, stats = run_variant(config, n, workloads)
                 last_stats = stats or last_stats
                 for name, value in timings.items():
                     results[variant].setdefault(name, []).append(value)
             print(f"round {r + 1}/{rounds} done", file=sys.stderr)
 
     print(f"\notel-spans overhead, {rounds} rounds, ratio = with / without (median [min–max])\n")
-    print("| workload | mode | baseline wall s (median) | wall ratio | main-process CPU ratio |")
-    print("|---|---|---|---|---|")
-    for name in WORKLOADS:
+    print(
+        "| workload | mode | baseline wall s | wall ratio | main-process CPU ratio "
+        "| RSS growth MiB (baseline → with) | loop lag p99 ms (baseline → with) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name in workloads:
         base_runs = results["baseline"][name]
-        base_wall = statistics.median(b[0] for b in base_runs)
+        base_wall = statistics.median(b.wall for b in base_runs)
+        base_rss = statistics.median(b.rss_growth for b in base_runs)
+        base_lag = statistics.median(b.lag_p99 for b in base_runs)
         for mode in modes:
             otel_runs = results[mode][name]
-            wall = [o[0] / b[0] for o, b in zip(otel_runs, base_runs, strict=True)]
-            cpu = [o[1] / b[1] for o, b in zip(otel_runs, base_runs, strict=True)]
-            print(f"| {name} | {mode} | {base_wall:.2f} | {summarise(wall)} | {summarise(cpu)} |")
+            wall = [o.wall / b.wall for o, b in zip(otel_runs, base_runs, strict=True)]
+            cpu = [o.cpu / b.cpu for o, b in zip(otel_runs, base_runs, strict=True)]
+            rss = statistics.median(o.rss_growth for o in otel_runs)
+            lag = statistics.median(o.lag_p99 for o in otel_runs)
+            print(
+                f"| {name} | {mode} | {base_wall:.2f} | {summarise(wall)} | {summarise(cpu)} "
+                f"| {base_rss:.0f} → {rss:.0f} | {base_lag:.0f} → {lag:.0f} |"
+            )
     print(f"\nexporter counters of the last otel-spans run: {last_stats}")
     if args.json:
         with open(args.json, "w") as f:

@@ -108,7 +108,7 @@ class TraceSettings:
     linger: float
     #: Seconds between two looks at the open spans.
     poll_interval: float
-    #: Longest code snippet kept (characters); 0 keeps none.
+    #: Longest code snippet kept (characters); 0 keeps no snippet, only its location.
     code_max_length: int
     tasks: TaskSettings
     max_error_stories: int
@@ -140,6 +140,35 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class SpanLimits:
+    """The OTel span limits, applied to every span otel-spans builds (as the SDK would)."""
+
+    #: Longest string attribute value, span name and status message (characters).
+    attribute_length: int = _DEFAULT_MAX_ATTRIBUTE_LENGTH
+    #: Most attributes per span, event and link.
+    attribute_count: int = 128
+    events: int = 128
+    links: int = 128
+
+
+CodeCapture = Literal["snippet", "location", "none"]
+_CODE_CAPTURES: tuple[CodeCapture, ...] = ("snippet", "location", "none")
+ExceptionCapture = Literal["message", "type"]
+_EXCEPTION_CAPTURES: tuple[ExceptionCapture, ...] = ("message", "type")
+
+
+@dataclass(frozen=True)
+class CaptureSettings:
+    """What of the user's code and errors may leave the cluster (task data never does)."""
+
+    #: Client code that created a span or computation: the snippet with its file and
+    #: line, the file and line only, or nothing.
+    code: CodeCapture = "snippet"
+    #: Erred tasks: exception type, message and stack trace, or the type alone.
+    exceptions: ExceptionCapture = "message"
+
+
+@dataclass(frozen=True)
 class Settings:
     enabled: bool
     service_name: str | None
@@ -148,10 +177,16 @@ class Settings:
     queue_size: int
     batch_size: int
     shutdown_timeout: float
-    max_attribute_length: int
     traces: TraceSettings
     metrics: MetricsSettings
     logs: LogSettings
+    capture: CaptureSettings = CaptureSettings()
+    span_limits: SpanLimits = SpanLimits()
+
+    @property
+    def max_attribute_length(self) -> int:
+        """Longest string value of any attribute or log body otel-spans emits."""
+        return self.span_limits.attribute_length
 
     @classmethod
     def from_config(
@@ -293,7 +328,6 @@ class _Resolver:
             queue_size=self.integer("queue-size", self.get("queue-size"), minimum=1),
             batch_size=self.integer("batch-size", self.get("batch-size"), minimum=1),
             shutdown_timeout=self.duration("shutdown-timeout", self.get("shutdown-timeout")),
-            max_attribute_length=self.max_attribute_length(),
             traces=TraceSettings(
                 target=self.target("traces"),
                 linger=self.duration("traces.linger", self.get("traces.linger")),
@@ -311,7 +345,34 @@ class _Resolver:
             ),
             metrics=self.metrics(),
             logs=self.log_settings(),
+            capture=self.capture(),
+            span_limits=SpanLimits(
+                attribute_length=self.max_attribute_length(),
+                attribute_count=self.limit(
+                    "max-attribute-count",
+                    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+                    "OTEL_ATTRIBUTE_COUNT_LIMIT",
+                ),
+                events=self.limit("max-events", "OTEL_SPAN_EVENT_COUNT_LIMIT"),
+                links=self.limit("max-links", "OTEL_SPAN_LINK_COUNT_LIMIT"),
+            ),
         )
+
+    def limit(self, key: str, *env_names: str) -> int:
+        """A count limit: the key, else the first ``OTEL_*_LIMIT`` set, else 128."""
+        value = self.get(key)
+        if value is not None:
+            return self.integer(key, value, minimum=0)
+        found = self.env_value(*env_names)
+        return self.integer(found[0], found[1], minimum=0) if found else 128
+
+    def capture(self) -> CaptureSettings:
+        code, exceptions = self.get("capture.code"), self.get("capture.exceptions")
+        if code not in _CODE_CAPTURES:
+            raise self.fail("capture.code", code, ", ".join(_CODE_CAPTURES[:-1]) + " or none")
+        if exceptions not in _EXCEPTION_CAPTURES:
+            raise self.fail("capture.exceptions", exceptions, "message or type")
+        return CaptureSettings(code=code, exceptions=exceptions)
 
     def task_mode(self, key: str, value: Any) -> Literal["none", "sampled", "all"]:
         if value not in ("none", "sampled", "all"):

@@ -78,15 +78,23 @@ def _phases(startstops: Iterable[dict[str, Any]]) -> tuple[PhaseRecord, ...]:
     )
 
 
-def exception_record(kwargs: dict[str, Any], max_length: int) -> ExceptionRecord:
-    """The exception of an erred task from the texts the worker sent (never unpickled)."""
+def exception_record(
+    kwargs: dict[str, Any], max_length: int, *, messages: bool = True
+) -> ExceptionRecord:
+    """The exception of an erred task from the texts the worker sent (never unpickled).
+
+    Without ``messages`` only the type is kept: message and traceback may quote data.
+    """
     text = str(kwargs.get("exception_text") or "")[: max_length * 2]
     kind, _, rest = text.partition("(")
     message = rest[:-1] if rest.endswith(")") else text
     if message[:1] in "'\"" and message[-1:] == message[:1]:
         message = message[1:-1]
+    kind = kind.strip()[:max_length] or "Exception"
+    if not messages:
+        return ExceptionRecord(type=kind, message="", stacktrace="")
     return ExceptionRecord(
-        type=kind.strip() or "Exception",
+        type=kind,
         message=message[:max_length],
         stacktrace=str(kwargs.get("traceback_text") or "")[:max_length],
     )
@@ -103,12 +111,14 @@ class DagTracker:
         log: Callable[[LogEntry], object] | None,
         max_error_stories: int,
         max_length: int,
+        exception_messages: bool = True,
     ):
         self.scheduler = scheduler
         self.submit = submit
         self.log = log
         self.max_error_stories = max_error_stories
         self.max_length = max_length
+        self.exception_messages = exception_messages
         self.sampler: TaskSampler[TaskRecord] = TaskSampler()
         self._groups: dict[TaskGroup, _Group] = {}
         #: (Dask span uuid, group name) -> how many groups of that name the span had.
@@ -203,7 +213,7 @@ class DagTracker:
         exception = None
         events: tuple[EventRecord, ...] = ()
         if finish == "erred":
-            exception = exception_record(kwargs, self.max_length)
+            exception = exception_record(kwargs, self.max_length, messages=self.exception_messages)
             if span.stories < self.max_error_stories:
                 span.stories += 1
                 events = self._story(ts.key)
@@ -266,13 +276,13 @@ class DagTracker:
             time_ns=record.end_ns,
             severity_number=_SEVERITY_ERROR,
             severity_text="ERROR",
-            body=f"Task {record.key} erred: {exc.type}: {exc.message}",
+            body=f"Task {record.key} erred: {exc.describe()}",
             attributes=(
                 (semconv.DASK_TASK_KEY, record.key),
                 (semconv.DASK_TASK_PREFIX, record.prefix),
                 (semconv.DASK_WORKER_ADDRESS, record.worker),
                 (semconv.EXCEPTION_TYPE, exc.type),
-                (semconv.EXCEPTION_MESSAGE, exc.message),
+                *(((semconv.EXCEPTION_MESSAGE, exc.message),) if exc.message else ()),
             ),
             event_name=semconv.LOG_TASK_ERRED,
             trace_id=span.trace_id,

@@ -303,6 +303,27 @@ def _grpc_credentials(target: ExportTarget) -> grpc.ChannelCredentials | None:
     )
 
 
+def _http_session(target: ExportTarget) -> Any:
+    """A ``requests`` session that verifies against the configured CA, or None.
+
+    ``requests`` lets ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` replace the CA a session
+    was given (they win over ``Session.verify``), so a configured ``certificate`` would
+    be silently ignored wherever those are set, as on many CI images and corporate
+    machines. This session keeps the configured CA and still honours proxy variables.
+    """
+    if target.certificate is None:
+        return None
+    import requests
+
+    class PinnedCaSession(requests.Session):
+        def merge_environment_settings(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            merged: dict[str, Any] = super().merge_environment_settings(*args, **kwargs)
+            merged["verify"] = self.verify
+            return merged
+
+    return PinnedCaSession()
+
+
 def _otlp_options(target: ExportTarget) -> dict[str, Any]:
     """The constructor arguments every OTLP exporter of ``target``'s protocol takes.
 
@@ -330,6 +351,7 @@ def _otlp_options(target: ExportTarget) -> dict[str, Any]:
         "headers": dict(target.headers),
         "timeout": target.timeout,
         "compression": Compression.Gzip if target.compression else Compression.NoCompression,
+        "session": _http_session(target),
     }
 
 

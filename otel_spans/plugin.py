@@ -187,6 +187,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             log=self.signals.submit_log if settings.logs.erred_tasks else None,
             max_error_stories=settings.traces.max_error_stories,
             max_length=settings.max_attribute_length,
+            exception_messages=settings.capture.exceptions == "message",
         )
         scheduler.handlers["otel_spans_stats"] = self.stats
         self._callbacks = [
@@ -354,7 +355,7 @@ class OtelSpansPlugin(SchedulerPlugin):
                     time_ns=ns(time()),
                     severity_number=9,  # INFO
                     severity_text="INFO",
-                    body=dict(msg) if isinstance(msg, dict) else msg,
+                    body=self._event_body(msg),
                     attributes=attributes,
                     event_name=semconv.LOG_EVENT_NAME,
                     **self._event_context(msg),
@@ -362,6 +363,14 @@ class OtelSpansPlugin(SchedulerPlugin):
             )
         except Exception:
             self._internal_error("log_event")
+
+    def _event_body(self, msg: Any) -> Any:
+        """A copy of the event; without its exception texts unless they may be captured."""
+        if not isinstance(msg, dict):
+            return msg
+        if self.settings is not None and self.settings.capture.exceptions == "type":
+            return {k: v for k, v in msg.items() if k not in snapshots.EXCEPTION_FIELDS}
+        return dict(msg)
 
     def _event_context(self, msg: Any) -> dict[str, int]:
         """Trace and span ids for an event that names a task key or a Dask span."""
@@ -607,7 +616,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             nbytes=sum(tg.nbytes_total for tg in groups),
             task_duration=sum(tg.duration for tg in groups),
             active_cpu_seconds=span.active_cpu_seconds,
-            code=snapshots.code_snippets(span) if self.settings.traces.code_max_length else (),
+            code=snapshots.code_snippets(
+                span, self.settings.capture.code, self.settings.traces.code_max_length
+            ),
             events=events,
             links=links,
             extra=extra,
@@ -618,6 +629,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         assert self._scheduler is not None and self.settings is not None
         own = span.groups
         limit = self.settings.traces.code_max_length
+        if self.settings.capture.code != "snippet":
+            limit = 0
         events = []
         for computation in list(self._scheduler.computations):
             shared = len(computation.groups & own)

@@ -159,8 +159,13 @@ class PhaseRecord:
 @dataclass(frozen=True, slots=True)
 class ExceptionRecord:
     type: str
+    #: Empty when not captured (``capture.exceptions: type``) or when there was none.
     message: str
     stacktrace: str
+
+    def describe(self) -> str:
+        """``Type: message``, or the type alone when there is no message."""
+        return f"{self.type}: {self.message}" if self.message else self.type
 
 
 @dataclass(frozen=True, slots=True)

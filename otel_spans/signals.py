@@ -62,24 +62,17 @@ class Signals:
         trace_settings = settings.traces
         self._span_exporter = make_span_exporter(trace_settings.target, role=role)
 
-        max_length = settings.max_attribute_length
+        limits = settings.span_limits
 
         def send_spans(batch: list[TraceRecord]) -> bool:
             spans = []
             for record in batch:
                 if isinstance(record, SpanRecord):
-                    spans.append(
-                        traces.dask_span(
-                            record,
-                            self.resource,
-                            max_length=max_length,
-                            code_max_length=trace_settings.code_max_length,
-                        )
-                    )
+                    spans.append(traces.dask_span(record, self.resource, limits=limits))
                 elif isinstance(record, GroupRecord):
-                    spans.append(traces.group_span(record, self.resource, max_length=max_length))
+                    spans.append(traces.group_span(record, self.resource, limits=limits))
                 else:
-                    spans.extend(traces.task_spans(record, self.resource, max_length=max_length))
+                    spans.extend(traces.task_spans(record, self.resource, limits=limits))
             return self._span_exporter.export(spans) == SpanExportResult.SUCCESS
 
         self.spans: ExportPipeline[TraceRecord] = ExportPipeline(

@@ -11,6 +11,7 @@ from collections.abc import Hashable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from otel_spans import semconv
+from otel_spans.config import CodeCapture
 from otel_spans.records import Attrs, CodeSnippet, CounterDelta
 
 if TYPE_CHECKING:
@@ -23,19 +24,30 @@ PENDING_STATES = frozenset({"processing", "waiting", "queued", "no-worker"})
 IDLE_KEY = ("execute", "N/A", semconv.IDLE_ACTIVITY, "seconds")
 
 
+#: Fields of a Dask event that carry exception texts (``distributed.core.error_message``);
+#: left out of log bodies under ``capture.exceptions: type``.
+EXCEPTION_FIELDS = frozenset({"exception", "exception_text", "traceback", "traceback_text"})
+
+
 def root_of(span: Span) -> Span:
     while span.parent is not None:
         span = span.parent
     return span
 
 
-def code_snippets(span: Span) -> tuple[CodeSnippet, ...]:
-    """The innermost captured frame of each computation that fed ``span`` directly."""
+def code_snippets(span: Span, capture: CodeCapture, max_length: int) -> tuple[CodeSnippet, ...]:
+    """The innermost captured frame of each computation that fed ``span`` directly.
+
+    What ``capture`` leaves out is dropped here, so it never reaches a queue.
+    """
+    if capture == "none":
+        return ()
+    keep = max_length if capture == "snippet" else 0
     out = []
     for frames in span._code:
         if frames:
             frame = frames[-1]
-            out.append(CodeSnippet(frame.code, frame.filename, frame.lineno_frame))
+            out.append(CodeSnippet(frame.code[:keep], frame.filename, frame.lineno_frame))
     return tuple(out)
 
 

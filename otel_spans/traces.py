@@ -8,35 +8,52 @@ would pick random ids). Attribute limits are applied here, as the SDK would.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from otel_spans import ids, semconv
+from otel_spans.config import SpanLimits
 from otel_spans.records import EventRecord, GroupRecord, LinkRecord, SpanRecord, TaskRecord
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-#: Most links one span carries (the OTel SDK's default link limit).
-MAX_LINKS = 128
 _SCOPE = InstrumentationScope(semconv.SCOPE_NAME)
+T = TypeVar("T")
+
+
+def _first(items: Sequence[T], limit: int) -> BoundedList:  # type: ignore[type-arg]
+    """The first ``limit`` items; the rest dropped and counted (OTLP ``dropped_*_count``).
+
+    The SDK's own bounded list keeps the newest items; for a finished span the first
+    ones (the exception before the transition story, the earliest computations) say more.
+    """
+    bounded: BoundedList = BoundedList(limit)  # type: ignore[type-arg]
+    bounded.extend(items[:limit])
+    bounded.dropped = max(0, len(items) - limit)
+    return bounded
 
 
 def context(trace_id: int, span_id: int) -> SpanContext:
     return SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED)
 
 
-def _attributes(values: Mapping[str, AttributeValue], max_length: int) -> BoundedAttributes:
+def _attributes(values: Mapping[str, AttributeValue], limits: SpanLimits) -> BoundedAttributes:
     return BoundedAttributes(
-        maxlen=None, attributes=values, immutable=True, max_value_len=max_length
+        maxlen=limits.attribute_count,
+        attributes=values,
+        immutable=True,
+        max_value_len=limits.attribute_length,
     )
 
 
-def span_attributes(record: SpanRecord, code_max_length: int) -> dict[str, AttributeValue]:
+def span_attributes(record: SpanRecord) -> dict[str, AttributeValue]:
     """The attributes of a Dask span (see docs/telemetry.md)."""
     attrs: dict[str, AttributeValue] = {
         semconv.DASK_SPAN_ID: record.uuid,
@@ -57,18 +74,17 @@ def span_attributes(record: SpanRecord, code_max_length: int) -> dict[str, Attri
         attrs[semconv.DASK_SPAN_CONTINUATION] = record.continuation
     for key, value in record.extra:
         attrs[key] = list(value) if isinstance(value, tuple) else value
-    if record.code and code_max_length:
+    if record.code:  # already cut and redacted as configured (snapshots.code_snippets)
         first = record.code[0]
-        attrs[semconv.DASK_SPAN_CODE] = first.code[:code_max_length]
+        if first.code:
+            attrs[semconv.DASK_SPAN_CODE] = first.code
         attrs[semconv.DASK_SPAN_CODE_COUNT] = len(record.code)
         attrs[semconv.CODE_FILE_PATH] = first.filename
         attrs[semconv.CODE_LINE_NUMBER] = first.lineno
     return attrs
 
 
-def dask_span(
-    record: SpanRecord, resource: Resource, *, max_length: int, code_max_length: int
-) -> ReadableSpan:
+def dask_span(record: SpanRecord, resource: Resource, *, limits: SpanLimits) -> ReadableSpan:
     """The OTel span of one export of a Dask span."""
     parent = context(record.trace_id, record.parent_span_id) if record.parent_span_id else None
     links: list[Link] = []
@@ -79,19 +95,19 @@ def dask_span(
                 {semconv.DASK_SPAN_CONTINUATION: record.continuation - 1},
             )
         )
-    links.extend(_links(record.links, max_length))
+    links.extend(_links(record.links, limits))
     status = Status(StatusCode.UNSET)
     if record.erred:
         status = Status(StatusCode.ERROR, f"{record.erred} of {record.tasks} tasks erred")
     name = record.tags[-1] if record.tags else "(unnamed)"
     return ReadableSpan(
-        name=name[:max_length] or "(empty)",
+        name=name[: limits.attribute_length] or "(empty)",
         context=context(record.trace_id, record.span_id),
         parent=parent,
         resource=resource,
-        attributes=_attributes(span_attributes(record, code_max_length), max_length),
-        events=_events(record.events, max_length),
-        links=links,
+        attributes=_attributes(span_attributes(record), limits),
+        events=_first(_events(record.events, limits), limits.events),
+        links=_first(links, limits.links),
         kind=SpanKind.INTERNAL,
         status=status,
         start_time=record.start_ns,
@@ -100,26 +116,22 @@ def dask_span(
     )
 
 
-def _events(records: tuple[EventRecord, ...], max_length: int) -> list[Event]:
-    return [
-        Event(e.name, _attributes(_values(e.attributes), max_length), e.time_ns) for e in records
-    ]
+def _events(records: tuple[EventRecord, ...], limits: SpanLimits) -> list[Event]:
+    return [Event(e.name, _attributes(_values(e.attributes), limits), e.time_ns) for e in records]
 
 
 def _values(pairs: tuple[tuple[str, object], ...]) -> dict[str, AttributeValue]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in pairs}  # type: ignore[misc]
 
 
-def _links(records: tuple[LinkRecord, ...], max_length: int) -> list[Link]:
+def _links(records: tuple[LinkRecord, ...], limits: SpanLimits) -> list[Link]:
     return [
-        Link(
-            context(link.trace_id, link.span_id), _attributes(_values(link.attributes), max_length)
-        )
-        for link in records[:MAX_LINKS]
+        Link(context(link.trace_id, link.span_id), _attributes(_values(link.attributes), limits))
+        for link in records
     ]
 
 
-def group_span(record: GroupRecord, resource: Resource, *, max_length: int) -> ReadableSpan:
+def group_span(record: GroupRecord, resource: Resource, *, limits: SpanLimits) -> ReadableSpan:
     """The span of a task group: named by its prefix, the full name in an attribute."""
     attrs: dict[str, AttributeValue] = {
         semconv.DASK_TASK_GROUP_NAME: record.name,
@@ -138,12 +150,12 @@ def group_span(record: GroupRecord, resource: Resource, *, max_length: int) -> R
     if record.erred:
         status = Status(StatusCode.ERROR, f"{record.erred} of {record.tasks} tasks erred")
     return ReadableSpan(
-        name=record.prefix[:max_length] or "(empty)",
+        name=record.prefix[: limits.attribute_length] or "(empty)",
         context=context(record.trace_id, record.span_id),
         parent=context(record.trace_id, record.parent_span_id),
         resource=resource,
-        attributes=_attributes(attrs, max_length),
-        links=_links(record.links, max_length),
+        attributes=_attributes(attrs, limits),
+        links=_first(_links(record.links, limits), limits.links),
         kind=SpanKind.INTERNAL,
         status=status,
         start_time=record.start_ns,
@@ -152,7 +164,7 @@ def group_span(record: GroupRecord, resource: Resource, *, max_length: int) -> R
     )
 
 
-def task_spans(record: TaskRecord, resource: Resource, *, max_length: int) -> list[ReadableSpan]:
+def task_spans(record: TaskRecord, resource: Resource, *, limits: SpanLimits) -> list[ReadableSpan]:
     """The span of one sampled task run, and one child span per phase."""
     attrs: dict[str, AttributeValue] = {
         semconv.DASK_TASK_KEY: record.key,
@@ -169,34 +181,27 @@ def task_spans(record: TaskRecord, resource: Resource, *, max_length: int) -> li
         attrs[semconv.DASK_WORKER_THREAD] = record.thread
     if record.dependencies:
         attrs[semconv.DASK_TASK_DEPENDENCIES] = list(record.dependencies)
-    events = _events(record.events, max_length)
+    events = _events(record.events, limits)
     status = Status(StatusCode.UNSET)
     if record.exception is not None:
         exc = record.exception
-        status = Status(StatusCode.ERROR, f"{exc.type}: {exc.message}"[:max_length])
+        status = Status(StatusCode.ERROR, exc.describe()[: limits.attribute_length])
+        details: dict[str, AttributeValue] = {semconv.EXCEPTION_TYPE: exc.type}
+        if exc.message:
+            details[semconv.EXCEPTION_MESSAGE] = exc.message
+        if exc.stacktrace:
+            details[semconv.EXCEPTION_STACKTRACE] = exc.stacktrace
         events.insert(
-            0,
-            Event(
-                semconv.EVENT_EXCEPTION,
-                _attributes(
-                    {
-                        semconv.EXCEPTION_TYPE: exc.type,
-                        semconv.EXCEPTION_MESSAGE: exc.message,
-                        semconv.EXCEPTION_STACKTRACE: exc.stacktrace,
-                    },
-                    max_length,
-                ),
-                record.end_ns,
-            ),
+            0, Event(semconv.EVENT_EXCEPTION, _attributes(details, limits), record.end_ns)
         )
     out = [
         ReadableSpan(
-            name=record.prefix[:max_length] or "(empty)",
+            name=record.prefix[: limits.attribute_length] or "(empty)",
             context=context(record.trace_id, record.span_id),
             parent=context(record.trace_id, record.parent_span_id),
             resource=resource,
-            attributes=_attributes(attrs, max_length),
-            events=events,
+            attributes=_attributes(attrs, limits),
+            events=_first(events, limits.events),
             kind=SpanKind.INTERNAL,
             status=status,
             start_time=record.start_ns,
@@ -210,11 +215,11 @@ def task_spans(record: TaskRecord, resource: Resource, *, max_length: int) -> li
             phase_attrs[semconv.DASK_PHASE_SOURCE] = phase.source
         out.append(
             ReadableSpan(
-                name=phase.action[:max_length] or "(empty)",
+                name=phase.action[: limits.attribute_length] or "(empty)",
                 context=context(record.trace_id, ids.span_id_for(record.span_id, "phase", i)),
                 parent=context(record.trace_id, record.span_id),
                 resource=resource,
-                attributes=_attributes(phase_attrs, max_length),
+                attributes=_attributes(phase_attrs, limits),
                 kind=SpanKind.INTERNAL,
                 start_time=phase.start_ns,
                 end_time=max(phase.end_ns, phase.start_ns),

@@ -267,7 +267,15 @@ def _install(settings: Settings, resource: Callable[[], Resource]) -> trace.Trac
     """Set our provider as the global one; what is global afterwards (another thread may win)."""
     provider = TracerProvider(
         resource=resource(),
-        span_limits=SpanLimits(max_span_attribute_length=settings.max_attribute_length),
+        span_limits=SpanLimits(
+            max_span_attribute_length=settings.span_limits.attribute_length,
+            max_attribute_length=settings.span_limits.attribute_length,
+            max_span_attributes=settings.span_limits.attribute_count,
+            max_event_attributes=settings.span_limits.attribute_count,
+            max_link_attributes=settings.span_limits.attribute_count,
+            max_events=settings.span_limits.events,
+            max_links=settings.span_limits.links,
+        ),
     )
     provider.add_span_processor(_process.processor)
     trace.set_tracer_provider(provider)

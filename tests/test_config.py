@@ -9,7 +9,7 @@ from typing import Any
 import dask.config
 import pytest
 
-from otel_spans.config import ConfigError, Settings, check_keys
+from otel_spans.config import CaptureSettings, ConfigError, Settings, SpanLimits, check_keys
 
 
 @pytest.fixture(autouse=True)
@@ -232,6 +232,22 @@ def test_describe_never_shows_header_values() -> None:
             r"otel-spans\.resource-attributes: invalid value",
         ),
         ({"max_attribute_length": 0}, {}, r"otel-spans\.max-attribute-length: invalid value 0"),
+        ({"max_events": -1}, {}, r"otel-spans\.max-events: invalid value -1; expected an integer"),
+        (
+            {},
+            {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "many"},
+            r"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: invalid value 'many'; expected an integer >= 0",
+        ),
+        (
+            {"capture": {"code": "hidden"}},
+            {},
+            r"otel-spans\.capture\.code: invalid value 'hidden'; expected snippet, location",
+        ),
+        (
+            {"capture": {"exceptions": False}},
+            {},
+            r"otel-spans\.capture\.exceptions: invalid value False; expected message or type",
+        ),
         ({"service_name": ""}, {}, r"otel-spans\.service-name: invalid value ''"),
         ({"traces": "fast"}, {}, r"otel-spans\.traces: invalid value 'fast'; expected a mapping"),
         (
@@ -247,6 +263,25 @@ def test_bad_values_name_key_value_and_what_is_allowed(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         resolve(env, **overrides)
+
+
+def test_span_limits_follow_the_otel_variables_unless_set_here() -> None:
+    assert resolve().span_limits == SpanLimits(4096, 128, 128, 128)
+    env = {
+        "OTEL_ATTRIBUTE_COUNT_LIMIT": "64",
+        "OTEL_SPAN_EVENT_COUNT_LIMIT": "10",
+        "OTEL_SPAN_LINK_COUNT_LIMIT": "5",
+        "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "100",
+    }
+    assert resolve(env).span_limits == SpanLimits(100, 64, 10, 5)
+    assert resolve(env, max_events=3, max_attribute_count=7).span_limits == SpanLimits(100, 7, 3, 5)
+    assert resolve(env).max_attribute_length == 100
+
+
+def test_capture_defaults_keep_code_and_messages() -> None:
+    assert resolve().capture == CaptureSettings("snippet", "message")
+    capture = {"code": "location", "exceptions": "type"}
+    assert resolve(capture=capture).capture == CaptureSettings("location", "type")
 
 
 def test_secret_headers_are_not_echoed_in_errors() -> None:

@@ -24,6 +24,8 @@ __all__ = ["TestPki", "TestPkiFiles", "make_test_pki"]
 class TestPkiFiles:
     """Paths of a :class:`TestPki` written to disk (HTTP exporters want files)."""
 
+    __test__ = False  # not a pytest test class despite the name
+
     ca_cert: Path
     server_cert: Path
     server_key: Path

@@ -47,6 +47,9 @@ EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+#: Longest metric attribute value (span names, prefixes): a label names a series, and
+#: Prometheus and its peers index every label value.
+MAX_LABEL_LENGTH = 256
 
 
 class MetricsState:
@@ -75,11 +78,13 @@ class MetricsState:
         """The bounded metric attributes of a series."""
         out: list[tuple[str, str]] = []
         if tags is not None:
-            out.append((semconv.ATTR_SPAN_NAME, self.span_names("/".join(tags))))
-            out.append((semconv.ATTR_SPAN_ROOT, self.span_names(tags[0] if tags else "")))
+            name = "/".join(tags)[:MAX_LABEL_LENGTH]
+            out.append((semconv.ATTR_SPAN_NAME, self.span_names(name)))
+            root = tags[0][:MAX_LABEL_LENGTH] if tags else ""
+            out.append((semconv.ATTR_SPAN_ROOT, self.span_names(root)))
         for key, value in attributes:
             if key == semconv.ATTR_TASK_PREFIX:
-                value = self.prefixes(value)
+                value = self.prefixes(value[:MAX_LABEL_LENGTH])
             out.append((key, value))
         return tuple(out)
 

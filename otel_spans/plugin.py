@@ -68,6 +68,10 @@ _FINAL_STATES = frozenset({"memory", "erred"})
 _SETTLING_STATES = _FINAL_STATES | {"released"}
 #: At most one "internal error" log line per this many seconds.
 _ERROR_LOG_EVERY = 60.0
+#: Seconds of exporting one poll may spend on the event loop. When thousands of spans
+#: finish at once, the rest wait (lingering) for the next poll instead of holding up
+#: the scheduler; shutdown's final poll has no budget.
+_POLL_BUDGET = 0.005
 
 _PREFIX = semconv.ATTR_TASK_PREFIX
 _STATE = semconv.ATTR_TASK_STATE
@@ -157,6 +161,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         #: Recent worker removals already handled (insertion-ordered, bounded).
         self._removals: dict[tuple[Any, Any], None] = {}
         self._internal_errors = 0
+        self._closed_stats: dict[str, Any] | None = None
         self._last_error_log = 0.0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -206,7 +211,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             return
         self._poll_safely(final=True)
         self._metrics_safely(final=True)
-        signals, self.signals = self.signals, None
+        signals = self.signals
         assert self.settings is not None
         timeout = self.settings.shutdown_timeout
         # close() blocks on the exporter threads; keep it off the event loop, and never
@@ -215,6 +220,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             await asyncio.wait_for(asyncio.to_thread(signals.close, timeout), timeout + 1.0)
         except asyncio.TimeoutError:
             logger.warning("otel-spans: exporters did not stop within %.1fs", timeout)
+        # The final counters stay readable (stats()) after the pipelines have stopped.
+        self._closed_stats = signals.stats()
+        self.signals = None
 
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
@@ -228,7 +236,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             out["dag"] = self._dag.stats()
         if self.signals is not None:
             out.update(self.signals.stats())
-            out["internal_errors"] = self._internal_errors
+        elif self._closed_stats is not None:
+            out.update(self._closed_stats)
+        out["internal_errors"] = self._internal_errors
         return out
 
     # -- hooks (event loop) -------------------------------------------------------------
@@ -482,6 +492,7 @@ class OtelSpansPlugin(SchedulerPlugin):
 
         assert self.settings is not None
         linger = self.settings.traces.linger
+        deadline = _time.perf_counter() + _POLL_BUDGET
         for span_id in candidates:
             open_span = self._open.get(span_id)
             if open_span is None:
@@ -496,6 +507,8 @@ class OtelSpansPlugin(SchedulerPlugin):
                     track.done_since = None
                     self._lingering.discard(span_id)
             if track.done_since is not None and (final or now - track.done_since >= linger):
+                if not final and _time.perf_counter() > deadline:
+                    continue  # still lingering: the next poll exports it
                 self._export(open_span, track, done=True)
             elif final:
                 self._export(open_span, track, done=False)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
-from tornado.ioloop import PeriodicCallback
+from tornado.ioloop import IOLoop, PeriodicCallback
 
 from otel_spans import config, ids, semconv, snapshots, workflow_analysis
 from otel_spans.config import Settings
@@ -68,9 +68,9 @@ _FINAL_STATES = frozenset({"memory", "erred"})
 _SETTLING_STATES = _FINAL_STATES | {"released"}
 #: At most one "internal error" log line per this many seconds.
 _ERROR_LOG_EVERY = 60.0
-#: Seconds of exporting one poll may spend on the event loop. When thousands of spans
-#: finish at once, the rest wait (lingering) for the next poll instead of holding up
-#: the scheduler; shutdown's final poll has no budget.
+#: Seconds one poll may spend on the event loop. When thousands of spans finish at
+#: once, the poll stops there and continues in a fresh loop iteration, so that other
+#: scheduler work runs in between; shutdown's final poll has no budget.
 _POLL_BUDGET = 0.005
 
 _PREFIX = semconv.ATTR_TASK_PREFIX
@@ -162,6 +162,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._removals: dict[tuple[Any, Any], None] = {}
         self._internal_errors = 0
         self._closed_stats: dict[str, Any] | None = None
+        #: A poll ran out of budget and asked the loop to call it again.
+        self._continuing = False
         self._last_error_log = 0.0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -454,6 +456,15 @@ class OtelSpansPlugin(SchedulerPlugin):
         return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace)
 
     # -- the trace poll -----------------------------------------------------------------
+    def _continue_soon(self) -> None:
+        if not self._continuing:
+            self._continuing = True
+            IOLoop.current().add_callback(self._continue_poll)
+
+    def _continue_poll(self) -> None:
+        self._continuing = False
+        self._poll_safely()
+
     def _poll_safely(self, final: bool = False) -> None:
         try:
             self._poll(final)
@@ -493,7 +504,13 @@ class OtelSpansPlugin(SchedulerPlugin):
         assert self.settings is not None
         linger = self.settings.traces.linger
         deadline = _time.perf_counter() + _POLL_BUDGET
-        for span_id in candidates:
+        pending = list(candidates)
+        for index, span_id in enumerate(pending):
+            if not final and _time.perf_counter() > deadline:
+                # Out of budget: the rest is looked at again in a moment.
+                self._dirty.update(s for s in pending[index:] if s in changed)
+                self._continue_soon()
+                break
             open_span = self._open.get(span_id)
             if open_span is None:
                 continue
@@ -507,8 +524,6 @@ class OtelSpansPlugin(SchedulerPlugin):
                     track.done_since = None
                     self._lingering.discard(span_id)
             if track.done_since is not None and (final or now - track.done_since >= linger):
-                if not final and _time.perf_counter() > deadline:
-                    continue  # still lingering: the next poll exports it
                 self._export(open_span, track, done=True)
             elif final:
                 self._export(open_span, track, done=False)
@@ -707,7 +722,10 @@ class OtelSpansPlugin(SchedulerPlugin):
         output = {("output", p): float(n) for p, n in track.output.items()}
         for (_, prefix), value in snapshots.growth(output, seen):
             out.append(CounterDelta(semconv.M_SPAN_OUTPUT, tags, ((_PREFIX, str(prefix)),), value))
-        if span.id in self._open:
+        if track.is_root and span.id in self._open:
+            # Dask computes active_cpu_seconds by walking the span's whole subtree
+            # (O(subtree x depth)): live growth for running workflows (roots) only;
+            # every span's value is completed when it is exported.
             out.extend(self._cpu_delta(span, track, span.active_cpu_seconds))
         return out
 

@@ -19,9 +19,9 @@ reported too.
 
 Usage::
 
-    python benchmarks/overhead.py               # 5 rounds, 20k tasks
-    python benchmarks/overhead.py --scale --modes default,metrics
-    python benchmarks/overhead.py --quick       # a smoke run for CI
+    python -m benchmarks.overhead               # 5 rounds, 20k tasks
+    python -m benchmarks.overhead --scale --modes default,metrics
+    python -m benchmarks.overhead --quick       # a smoke run for CI
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from typing import Any, NamedTuple
 import dask
 import dask.array as da
 from distributed import Client, LocalCluster, span
+
+from benchmarks.loop_lag import LoopLag
 
 Workload = Callable[[Client, int], object]
 
@@ -150,44 +152,6 @@ def blackhole_collector() -> Iterator[str]:
         proc.wait(10)
 
 
-class LoopLag:
-    """How late a 10 ms timer fires on the scheduler's event loop while a workload runs.
-
-    The scheduler of a LocalCluster (and the client) run on ``cluster.loop`` in a
-    thread of this process; a timer re-armed every 10 ms measures how long the loop
-    was busy with something else when it should have fired.
-    """
-
-    INTERVAL = 0.01
-
-    def __init__(self, cluster: LocalCluster):
-        self.loop = cluster.loop.asyncio_loop  # type: ignore[attr-defined]
-        self.lags: list[float] = []
-        self.running = False
-
-    def _arm(self) -> None:
-        self.loop.call_later(self.INTERVAL, self._tick, self.loop.time() + self.INTERVAL)
-
-    def _tick(self, due: float) -> None:
-        self.lags.append(self.loop.time() - due)
-        if self.running:
-            self._arm()
-
-    def __enter__(self) -> LoopLag:
-        self.running = True
-        self.loop.call_soon_threadsafe(self._arm)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.running = False
-
-    def p99(self) -> float:
-        if not self.lags:
-            return 0.0
-        ordered = sorted(self.lags)
-        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
 class Measurement(NamedTuple):
     wall: float
     cpu: float
@@ -216,7 +180,7 @@ def run_variant(
         for name, workload in workloads.items():
             rss = process.memory_info().rss
             wall, cpu = time.perf_counter(), time.process_time()
-            with LoopLag(cluster) as lag:
+            with LoopLag(cluster.loop.asyncio_loop) as lag:
                 workload(client, n)
             out[name] = Measurement(
                 wall=time.perf_counter() - wall,

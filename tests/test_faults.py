@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 
 import pytest
 from distributed import Client, Scheduler, span
 
+from benchmarks.loop_lag import LoopLag
 from otel_spans.config import ConfigError
 from tests.cluster import await_until, cluster_test, process_cluster, stats, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
@@ -170,33 +172,6 @@ def test_end_to_end_through_rotel_with_worker_processes_and_a_collector_restart(
         assert final["exported"] >= 2
 
 
-class LoopLag:
-    """Lateness of a 10 ms timer on the running event loop (the scheduler's, in tests)."""
-
-    def __init__(self) -> None:
-        self.lags: list[float] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def _probe(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            due = loop.time() + 0.01
-            await asyncio.sleep(0.01)
-            self.lags.append(loop.time() - due)
-
-    def __enter__(self) -> LoopLag:
-        self._task = asyncio.ensure_future(self._probe())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-
-    def p99(self) -> float:
-        ordered = sorted(self.lags)
-        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
 def burst_keys(round_: str, i: int) -> str:
     # a prefix per span: a live task group keeps the first span it was seen in
     return f"{round_}{i}-0"
@@ -204,7 +179,7 @@ def burst_keys(round_: str, i: int) -> str:
 
 async def burst(client: Client, round_: str, n: int) -> float:
     """n Dask spans of one task each, submitted at once; returns the loop lag p99."""
-    with LoopLag() as lag:
+    with LoopLag(asyncio.get_running_loop()) as lag:
         futures = []
         for i in range(n):
             with span(f"{round_} {i}"):
@@ -228,13 +203,18 @@ async def test_queue_overflow_is_counted_and_the_event_loop_keeps_its_pace(
         "otel-spans.traces.tasks.mode": "all",
         "otel-spans.traces.linger": "0s",
     }
+    # One p99 is one sample: a gen-2 GC pause of the process (100-170 ms here, with and
+    # without otel-spans alike) lands in a burst or not. Compare medians of rounds.
+    rounds = 3
     async with traced_cluster({"otel-spans.enabled": False}) as (client, _, _):
         await burst(client, "warm", 20)
-        baseline = await burst(client, "plain", n)
+        baselines = [await burst(client, f"plain{r}x", n) for r in range(rounds)]
     async with traced_cluster(overflowing) as (client, scheduler, _):
         await burst(client, "warm", 20)
-        with_otel = await burst(client, "burst", n)
-        current = await await_until(lambda: _settled_with_drops(client, at_least=2 * n), timeout=30)
+        with_otel = [await burst(client, f"burst{r}x", n) for r in range(rounds)]
+        current = await await_until(
+            lambda: _settled_with_drops(client, at_least=2 * n * rounds), timeout=30
+        )
         plugin = scheduler.plugins["otel-spans"]
         started = time.perf_counter()
         await scheduler.close()
@@ -249,10 +229,12 @@ async def test_queue_overflow_is_counted_and_the_event_loop_keeps_its_pace(
     assert accounted(final) == final["submitted"]
     assert final["unsent"] >= 1
     assert closing < 0.5 + 1.5
-    print(f"event-loop lag p99 during a {n}-span burst: {baseline * 1e3:.1f} ms without "
-          f"otel-spans, {with_otel * 1e3:.1f} ms with a full queue")  # fmt: skip
+    print(f"event-loop lag p99 during {rounds} bursts of {n} spans (ms): "
+          f"{[round(b * 1e3, 1) for b in baselines]} without otel-spans, "
+          f"{[round(w * 1e3, 1) for w in with_otel]} with a full queue")  # fmt: skip
     # The full queue costs the loop nothing measurable: within the noise of the run.
-    assert with_otel <= max(3 * baseline, baseline + 0.05), (baseline, with_otel)
+    baseline, otel = statistics.median(baselines), statistics.median(with_otel)
+    assert otel <= max(3 * baseline, baseline + 0.05), (baselines, with_otel)
 
 
 async def _settled_with_drops(client: Client, at_least: int) -> dict | None:

@@ -161,7 +161,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         #: Recent worker removals already handled (insertion-ordered, bounded).
         self._removals: dict[tuple[Any, Any], None] = {}
         self._internal_errors = 0
-        self._closed_stats: dict[str, Any] | None = None
+        #: The pipelines after close(): their final counters stay readable in stats().
+        self._closed_signals: Signals | None = None
         #: A poll ran out of budget and asked the loop to call it again.
         self._continuing = False
         self._last_error_log = 0.0
@@ -213,7 +214,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             return
         self._poll_safely(final=True)
         self._metrics_safely(final=True)
-        signals = self.signals
+        # Hooks see no pipelines from here on; stats() still reads their counters.
+        signals, self.signals = self.signals, None
+        self._closed_signals = signals
         assert self.settings is not None
         timeout = self.settings.shutdown_timeout
         # close() blocks on the exporter threads; keep it off the event loop, and never
@@ -222,25 +225,20 @@ class OtelSpansPlugin(SchedulerPlugin):
             await asyncio.wait_for(asyncio.to_thread(signals.close, timeout), timeout + 1.0)
         except asyncio.TimeoutError:
             logger.warning("otel-spans: exporters did not stop within %.1fs", timeout)
-        # The final counters stay readable (stats()) after the pipelines have stopped.
-        self._closed_stats = signals.stats()
-        self.signals = None
 
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
         out: dict[str, Any] = {
-            "internal_errors": self._internal_errors,
             "open_spans": len(self._open),
             "live_spans": len(self._live),
             "tracked_spans": len(self._tracks),
         }
         if self._dag is not None:
             out["dag"] = self._dag.stats()
-        if self.signals is not None:
-            out.update(self.signals.stats())
-        elif self._closed_stats is not None:
-            out.update(self._closed_stats)
-        out["internal_errors"] = self._internal_errors
+        signals = self.signals or self._closed_signals
+        if signals is not None:
+            out.update(signals.stats())
+        out["internal_errors"] = self._internal_errors  # the plugin's count is the current one
         return out
 
     # -- hooks (event loop) -------------------------------------------------------------

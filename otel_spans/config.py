@@ -30,6 +30,8 @@ _EXPORTERS: tuple[ExporterKind, ...] = ("otlp", "file", "none")
 _COMPRESSIONS = ("gzip", "none")
 _DEFAULT_TIMEOUT = 10.0
 _DEFAULT_MAX_ATTRIBUTE_LENGTH = 4096
+#: The OTel specification's default for every span count limit.
+_DEFAULT_COUNT_LIMIT = 128
 
 
 class ConfigError(ValueError):
@@ -146,9 +148,9 @@ class SpanLimits:
     #: Longest string attribute value, span name and status message (characters).
     attribute_length: int = _DEFAULT_MAX_ATTRIBUTE_LENGTH
     #: Most attributes per span, event and link.
-    attribute_count: int = 128
-    events: int = 128
-    links: int = 128
+    attribute_count: int = _DEFAULT_COUNT_LIMIT
+    events: int = _DEFAULT_COUNT_LIMIT
+    links: int = _DEFAULT_COUNT_LIMIT
 
 
 CodeCapture = Literal["snippet", "location", "none"]
@@ -182,6 +184,11 @@ class Settings:
     logs: LogSettings
     capture: CaptureSettings = CaptureSettings()
     span_limits: SpanLimits = SpanLimits()
+
+    @property
+    def code_snippet_length(self) -> int:
+        """Characters of client code kept per snippet: 0 unless ``capture.code`` is snippet."""
+        return self.traces.code_max_length if self.capture.code == "snippet" else 0
 
     @property
     def max_attribute_length(self) -> int:
@@ -359,12 +366,12 @@ class _Resolver:
         )
 
     def limit(self, key: str, *env_names: str) -> int:
-        """A count limit: the key, else the first ``OTEL_*_LIMIT`` set, else 128."""
+        """A count limit: the key, else the first ``OTEL_*_LIMIT`` set, else the default."""
         value = self.get(key)
         if value is not None:
             return self.integer(key, value, minimum=0)
         found = self.env_value(*env_names)
-        return self.integer(found[0], found[1], minimum=0) if found else 128
+        return self.integer(found[0], found[1], minimum=0) if found else _DEFAULT_COUNT_LIMIT
 
     def capture(self) -> CaptureSettings:
         code, exceptions = self.get("capture.code"), self.get("capture.exceptions")

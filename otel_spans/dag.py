@@ -87,12 +87,12 @@ def exception_record(
     """
     text = str(kwargs.get("exception_text") or "")[: max_length * 2]
     kind, _, rest = text.partition("(")
-    message = rest[:-1] if rest.endswith(")") else text
-    if message[:1] in "'\"" and message[-1:] == message[:1]:
-        message = message[1:-1]
     kind = kind.strip()[:max_length] or "Exception"
     if not messages:
         return ExceptionRecord(type=kind, message="", stacktrace="")
+    message = rest[:-1] if rest.endswith(")") else text
+    if message[:1] in "'\"" and message[-1:] == message[:1]:
+        message = message[1:-1]
     return ExceptionRecord(
         type=kind,
         message=message[:max_length],

@@ -643,7 +643,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             task_duration=sum(tg.duration for tg in groups),
             active_cpu_seconds=span.active_cpu_seconds,
             code=snapshots.code_snippets(
-                span, self.settings.capture.code, self.settings.traces.code_max_length
+                span, self.settings.capture.code, self.settings.code_snippet_length
             ),
             events=events,
             links=links,
@@ -654,9 +654,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         """One event per compute/persist/submit whose task groups fed this span."""
         assert self._scheduler is not None and self.settings is not None
         own = span.groups
-        limit = self.settings.traces.code_max_length
-        if self.settings.capture.code != "snippet":
-            limit = 0
+        limit = self.settings.code_snippet_length
         events = []
         for computation in list(self._scheduler.computations):
             shared = len(computation.groups & own)

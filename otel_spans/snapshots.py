@@ -35,14 +35,14 @@ def root_of(span: Span) -> Span:
     return span
 
 
-def code_snippets(span: Span, capture: CodeCapture, max_length: int) -> tuple[CodeSnippet, ...]:
+def code_snippets(span: Span, capture: CodeCapture, keep: int) -> tuple[CodeSnippet, ...]:
     """The innermost captured frame of each computation that fed ``span`` directly.
 
-    What ``capture`` leaves out is dropped here, so it never reaches a queue.
+    Snippets are cut to ``keep`` characters (``Settings.code_snippet_length``) and
+    ``capture: none`` drops the location too, here, so nothing left out is queued.
     """
     if capture == "none":
         return ()
-    keep = max_length if capture == "snippet" else 0
     out = []
     for frames in span._code:
         if frames:

@@ -40,6 +40,13 @@ def _first(items: Sequence[T], limit: int) -> BoundedList:  # type: ignore[type-
     return bounded
 
 
+def _erred_status(erred: int, tasks: int) -> Status:
+    """ERROR when some tasks of a span or task group erred, with how many; else UNSET."""
+    if erred:
+        return Status(StatusCode.ERROR, f"{erred} of {tasks} tasks erred")
+    return Status(StatusCode.UNSET)
+
+
 def context(trace_id: int, span_id: int) -> SpanContext:
     return SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED)
 
@@ -96,9 +103,7 @@ def dask_span(record: SpanRecord, resource: Resource, *, limits: SpanLimits) -> 
             )
         )
     links.extend(_links(record.links, limits))
-    status = Status(StatusCode.UNSET)
-    if record.erred:
-        status = Status(StatusCode.ERROR, f"{record.erred} of {record.tasks} tasks erred")
+    status = _erred_status(record.erred, record.tasks)
     name = record.tags[-1] if record.tags else "(unnamed)"
     return ReadableSpan(
         name=name[: limits.attribute_length] or "(empty)",
@@ -146,9 +151,7 @@ def group_span(record: GroupRecord, resource: Resource, *, limits: SpanLimits) -
     }
     for action, seconds in record.durations:
         attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
-    status = Status(StatusCode.UNSET)
-    if record.erred:
-        status = Status(StatusCode.ERROR, f"{record.erred} of {record.tasks} tasks erred")
+    status = _erred_status(record.erred, record.tasks)
     return ReadableSpan(
         name=record.prefix[: limits.attribute_length] or "(empty)",
         context=context(record.trace_id, record.span_id),

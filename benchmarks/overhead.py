@@ -6,7 +6,9 @@ plain, once with the otel-spans preload exporting over OTLP/gRPC to a real colle
 first alternates between rounds, so drift (caches, thermal, other load) hits both
 alike. Reported: per workload, the median of the per-round wall-time ratios
 (otel-spans / baseline) with min and max, and the same for the main process's CPU
-time (scheduler + client live in it; workers are other processes).
+time (scheduler + client live in it; workers are other processes). After each
+workload the run waits, untimed, until otel-spans has exported all of it, and reports
+the CPU its exporter threads spent on it (part of it falls inside the timed window).
 
 The scheduler runs with ``worker-saturation: inf``, its fastest setting, so that the
 scheduler (where otel-spans' hooks run) is the bottleneck and overhead shows most.
@@ -93,7 +95,13 @@ def big_graph(client: Client, n: int) -> object:
 
 
 def thousand_nested_spans(client: Client, n: int) -> object:
-    """100 stages × 10 steps under one root (1,101 Dask spans), 5 tasks per step."""
+    """100 stages × 10 steps under one root (1,101 Dask spans), 5 tasks per step.
+
+    Dask puts a whole task group in the span that first saw it, and a string key's
+    group is its prefix: with keys like ``"nested-3-4-0"`` all 5,500 tasks would land
+    in the first step's span. Tuple keys give every step its own group, as Dask
+    collections do (``("add-<token>", i)``), hence its own span.
+    """
     stages, steps = (100, 10) if n >= 20_000 else (10, 10)
     futures = []
     with span("pipeline"):
@@ -101,7 +109,7 @@ def thousand_nested_spans(client: Client, n: int) -> object:
             with span(f"stage-{i}"):
                 for j in range(steps):
                     with span(f"step-{j}"):
-                        keys = [f"nested-{i}-{j}-{k}" for k in range(5)]
+                        keys = [(f"step-{i}-{j}", k) for k in range(5)]
                         futures += client.map(inc, range(5), key=keys)
         return sum(client.gather(futures))
 
@@ -159,6 +167,37 @@ class Measurement(NamedTuple):
     rss_growth: float
     #: p99 lateness of the 10 ms timer on the scheduler's loop, ms
     lag_p99: float
+    #: CPU of otel-spans' exporter threads over the workload and until it settled, s
+    export_cpu: float
+
+
+def export_threads_cpu() -> float:
+    """CPU seconds so far of this process's otel-spans exporter threads."""
+    import threading
+
+    import psutil
+
+    ids = {t.native_id for t in threading.enumerate() if t.name.startswith("otel-spans-")}
+    return sum(t.user_time + t.system_time for t in psutil.Process().threads() if t.id in ids)
+
+
+def settle(cluster: LocalCluster, timeout: float = 60) -> None:
+    """Wait (untimed) until otel-spans exported everything of the last workload.
+
+    Spans are exported ``traces.linger`` after they finish; without this the export of
+    one workload would be billed to the next one.
+    """
+    plugin = cluster.scheduler.plugins.get("otel-spans")
+    if plugin is None:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stats = plugin.stats()
+        busy = stats["traces"]["queued"] + stats["traces"]["sending"] + stats["logs"]["queued"]
+        if stats["open_spans"] == 0 and busy == 0:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"otel-spans did not settle within {timeout}s: {plugin.stats()}")
 
 
 def run_variant(
@@ -179,14 +218,19 @@ def run_variant(
         client.submit(inc, 0).result()  # warm the workers up
         for name, workload in workloads.items():
             rss = process.memory_info().rss
+            export_cpu = export_threads_cpu()
             wall, cpu = time.perf_counter(), time.process_time()
             with LoopLag(cluster.loop.asyncio_loop) as lag:
                 workload(client, n)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            rss_growth = (process.memory_info().rss - rss) / 2**20
+            settle(cluster)
             out[name] = Measurement(
-                wall=time.perf_counter() - wall,
-                cpu=time.process_time() - cpu,
-                rss_growth=(process.memory_info().rss - rss) / 2**20,
+                wall=wall,
+                cpu=cpu,
+                rss_growth=rss_growth,
                 lag_p99=lag.p99() * 1000,
+                export_cpu=export_threads_cpu() - export_cpu,
             )
         stats = None
         if "otel-spans" in cluster.scheduler.plugins:
@@ -260,9 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\notel-spans overhead, {rounds} rounds, ratio = with / without (median [min–max])\n")
     print(
         "| workload | mode | baseline wall s | wall ratio | main-process CPU ratio "
-        "| RSS growth MiB (baseline → with) | loop lag p99 ms (baseline → with) |"
+        "| RSS growth MiB (baseline → with) | loop lag p99 ms (baseline → with) "
+        "| exporter threads CPU s |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name in workloads:
         base_runs = results["baseline"][name]
         base_wall = statistics.median(b.wall for b in base_runs)
@@ -274,9 +319,11 @@ def main(argv: list[str] | None = None) -> int:
             cpu = [o.cpu / b.cpu for o, b in zip(otel_runs, base_runs, strict=True)]
             rss = statistics.median(o.rss_growth for o in otel_runs)
             lag = statistics.median(o.lag_p99 for o in otel_runs)
+            export_cpu = statistics.median(o.export_cpu for o in otel_runs)
             print(
                 f"| {name} | {mode} | {base_wall:.2f} | {summarise(wall)} | {summarise(cpu)} "
-                f"| {base_rss:.0f} → {rss:.0f} | {base_lag:.0f} → {lag:.0f} |"
+                f"| {base_rss:.0f} → {rss:.0f} | {base_lag:.0f} → {lag:.0f} "
+                f"| {export_cpu:.2f} |"
             )
     print(f"\nexporter counters of the last otel-spans run: {last_stats}")
     if args.json:

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
@@ -372,6 +372,57 @@ def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
     )
 
     return HttpSpanExporter(**_otlp_options(target))
+
+
+class TraceRequestSender(Protocol):
+    """Sends one serialized ``ExportTraceServiceRequest`` (see :mod:`otlp_transport`)."""
+
+    def send(self, request: bytes) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+class TraceFileSender:
+    """Trace requests as OTLP/JSON lines in a local directory (the embedded default)."""
+
+    def __init__(self, writer: JsonLinesWriter):
+        self.writer = writer
+
+    def send(self, request: bytes) -> bool:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        try:
+            self.writer.write(ExportTraceServiceRequest.FromString(request))
+        except OSError:
+            logger.exception("otel-spans: cannot write %s", self.writer.path)
+            return False
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+class _NoTraceSender:
+    def send(self, request: bytes) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+def make_trace_sender(target: ExportTarget, *, role: str) -> TraceRequestSender:
+    """Where the scheduler's pre-encoded trace requests go (workers use the SDK's)."""
+    from otel_spans import otlp_transport
+
+    if target.kind == "none":
+        return _NoTraceSender()
+    if target.kind == "file":
+        return TraceFileSender(JsonLinesWriter(target.directory, "traces", role))
+    if target.protocol == "grpc":
+        return otlp_transport.GrpcTraceSender(target, _grpc_credentials(target))
+    return otlp_transport.HttpTraceSender(target, _http_session(target))
 
 
 # -- metric exporters ------------------------------------------------------------------------

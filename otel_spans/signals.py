@@ -13,9 +13,8 @@ from typing import Any
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.trace.export import SpanExportResult
 
-from otel_spans import logs, semconv, traces
+from otel_spans import logs, otlp_wire, semconv, traces
 from otel_spans.config import Settings
 from otel_spans.exporting import (
     CountingMetricExporter,
@@ -24,7 +23,7 @@ from otel_spans.exporting import (
     build_resource,
     make_log_exporter,
     make_metric_exporter,
-    make_span_exporter,
+    make_trace_sender,
 )
 from otel_spans.metrics import Instruments, MetricsState
 from otel_spans.records import (
@@ -60,25 +59,25 @@ class Signals:
     def _init_traces(self, role: str) -> None:
         settings = self.settings
         trace_settings = settings.traces
-        self._span_exporter = make_span_exporter(trace_settings.target, role=role)
-
+        self._trace_sender = make_trace_sender(trace_settings.target, role=role)
+        encoder = otlp_wire.RequestEncoder(self.resource.attributes, semconv.SCOPE_NAME)
         limits = settings.span_limits
 
         def send_spans(batch: list[TraceRecord]) -> bool:
             spans = []
             for record in batch:
                 if isinstance(record, SpanRecord):
-                    spans.append(traces.dask_span(record, self.resource, limits=limits))
+                    spans.append(traces.dask_span(record, limits=limits))
                 elif isinstance(record, GroupRecord):
-                    spans.append(traces.group_span(record, self.resource, limits=limits))
+                    spans.append(traces.group_span(record, limits=limits))
                 else:
-                    spans.extend(traces.task_spans(record, self.resource, limits=limits))
-            return self._span_exporter.export(spans) == SpanExportResult.SUCCESS
+                    spans.extend(traces.task_spans(record, limits=limits))
+            return self._trace_sender.send(encoder.request(spans))
 
         self.spans: ExportPipeline[TraceRecord] = ExportPipeline(
             "traces",
             send_spans,
-            self._span_exporter.shutdown,
+            self._trace_sender.shutdown,
             queue_size=settings.queue_size,
             batch_size=settings.batch_size,
         )

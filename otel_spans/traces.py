@@ -1,70 +1,41 @@
-"""Span records become OpenTelemetry spans.
+"""Span records become OTLP spans.
 
 The spans describe work that already happened, with ids fixed by :mod:`otel_spans.ids`,
-so they are built as finished ``ReadableSpan`` objects and handed straight to an
-exporter instead of being started and ended through a ``Tracer`` (whose id generator
-would pick random ids). Attribute limits are applied here, as the SDK would.
+so there is no ``Tracer`` (whose id generator would pick random ids) and no
+``ReadableSpan``: each record is written straight into OTLP protobuf bytes by
+:mod:`otel_spans.otlp_wire`, which also applies the span limits as the SDK would.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TypeVar
-
-from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.util import BoundedList
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
-from opentelemetry.util.types import AttributeValue
-
-from otel_spans import ids, semconv
+from otel_spans import ids, otlp_wire, semconv
 from otel_spans.config import SpanLimits
-from otel_spans.records import EventRecord, GroupRecord, LinkRecord, SpanRecord, TaskRecord
+from otel_spans.otlp_wire import STATUS_ERROR, STATUS_UNSET, Event, Link
+from otel_spans.records import (
+    AttrValue,
+    EventRecord,
+    GroupRecord,
+    LinkRecord,
+    SpanRecord,
+    TaskRecord,
+)
 
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_SCOPE = InstrumentationScope(semconv.SCOPE_NAME)
-T = TypeVar("T")
-
-
-def _first(items: Sequence[T], limit: int) -> BoundedList:  # type: ignore[type-arg]
-    """The first ``limit`` items; the rest dropped and counted (OTLP ``dropped_*_count``).
-
-    The SDK's own bounded list keeps the newest items; for a finished span the first
-    ones (the exception before the transition story, the earliest computations) say more.
-    """
-    bounded: BoundedList = BoundedList(limit)  # type: ignore[type-arg]
-    bounded.extend(items[:limit])
-    bounded.dropped = max(0, len(items) - limit)
-    return bounded
+#: An attribute value as it is encoded (tuples and lists become OTLP arrays).
+AttributeValue = AttrValue | list[str]
 
 
-def _erred_status(erred: int, tasks: int) -> Status:
+def _erred_status(erred: int, tasks: int) -> tuple[int, str]:
     """ERROR when some tasks of a span or task group erred, with how many; else UNSET."""
     if erred:
-        return Status(StatusCode.ERROR, f"{erred} of {tasks} tasks erred")
-    return Status(StatusCode.UNSET)
-
-
-def context(trace_id: int, span_id: int) -> SpanContext:
-    return SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED)
-
-
-def _attributes(values: Mapping[str, AttributeValue], limits: SpanLimits) -> BoundedAttributes:
-    return BoundedAttributes(
-        maxlen=limits.attribute_count,
-        attributes=values,
-        immutable=True,
-        max_value_len=limits.attribute_length,
-    )
+        return STATUS_ERROR, f"{erred} of {tasks} tasks erred"
+    return STATUS_UNSET, ""
 
 
 def span_attributes(record: SpanRecord) -> dict[str, AttributeValue]:
     """The attributes of a Dask span (see docs/telemetry.md)."""
     attrs: dict[str, AttributeValue] = {
         semconv.DASK_SPAN_ID: record.uuid,
-        semconv.DASK_SPAN_NAME: list(record.tags),
+        semconv.DASK_SPAN_NAME: record.tags,
         semconv.DASK_SPAN_DONE: record.done,
         semconv.DASK_SPAN_TASKS: record.tasks,
         semconv.DASK_SPAN_TASK_GROUPS: record.task_groups,
@@ -80,7 +51,7 @@ def span_attributes(record: SpanRecord) -> dict[str, AttributeValue]:
     if record.continuation:
         attrs[semconv.DASK_SPAN_CONTINUATION] = record.continuation
     for key, value in record.extra:
-        attrs[key] = list(value) if isinstance(value, tuple) else value
+        attrs[key] = value
     if record.code:  # already cut and redacted as configured (snapshots.code_snippets)
         first = record.code[0]
         if first.code:
@@ -91,52 +62,44 @@ def span_attributes(record: SpanRecord) -> dict[str, AttributeValue]:
     return attrs
 
 
-def dask_span(record: SpanRecord, resource: Resource, *, limits: SpanLimits) -> ReadableSpan:
+def dask_span(record: SpanRecord, *, limits: SpanLimits) -> bytes:
     """The OTel span of one export of a Dask span."""
-    parent = context(record.trace_id, record.parent_span_id) if record.parent_span_id else None
     links: list[Link] = []
     if record.previous_span_id:
         links.append(
             Link(
-                context(record.trace_id, record.previous_span_id),
+                record.trace_id,
+                record.previous_span_id,
                 {semconv.DASK_SPAN_CONTINUATION: record.continuation - 1},
             )
         )
-    links.extend(_links(record.links, limits))
-    status = _erred_status(record.erred, record.tasks)
-    name = record.tags[-1] if record.tags else "(unnamed)"
-    return ReadableSpan(
-        name=name[: limits.attribute_length] or "(empty)",
-        context=context(record.trace_id, record.span_id),
-        parent=parent,
-        resource=resource,
-        attributes=_attributes(span_attributes(record), limits),
-        events=_first(_events(record.events, limits), limits.events),
-        links=_first(links, limits.links),
-        kind=SpanKind.INTERNAL,
-        status=status,
-        start_time=record.start_ns,
-        end_time=max(record.end_ns, record.start_ns),
-        instrumentation_scope=_SCOPE,
+    links.extend(_links(record.links))
+    status_code, status_message = _erred_status(record.erred, record.tasks)
+    return otlp_wire.span(
+        name=record.tags[-1] if record.tags else "(unnamed)",
+        trace_id=record.trace_id,
+        span_id=record.span_id,
+        parent_span_id=record.parent_span_id,
+        start_ns=record.start_ns,
+        end_ns=record.end_ns,
+        attributes=span_attributes(record),
+        events=_events(record.events),
+        links=links,
+        limits=limits,
+        status_code=status_code,
+        status_message=status_message,
     )
 
 
-def _events(records: tuple[EventRecord, ...], limits: SpanLimits) -> list[Event]:
-    return [Event(e.name, _attributes(_values(e.attributes), limits), e.time_ns) for e in records]
+def _events(records: tuple[EventRecord, ...]) -> list[Event]:
+    return [Event(e.name, e.time_ns, dict(e.attributes)) for e in records]
 
 
-def _values(pairs: tuple[tuple[str, object], ...]) -> dict[str, AttributeValue]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in pairs}  # type: ignore[misc]
+def _links(records: tuple[LinkRecord, ...]) -> list[Link]:
+    return [Link(link.trace_id, link.span_id, dict(link.attributes)) for link in records]
 
 
-def _links(records: tuple[LinkRecord, ...], limits: SpanLimits) -> list[Link]:
-    return [
-        Link(context(link.trace_id, link.span_id), _attributes(_values(link.attributes), limits))
-        for link in records
-    ]
-
-
-def group_span(record: GroupRecord, resource: Resource, *, limits: SpanLimits) -> ReadableSpan:
+def group_span(record: GroupRecord, *, limits: SpanLimits) -> bytes:
     """The span of a task group: named by its prefix, the full name in an attribute."""
     attrs: dict[str, AttributeValue] = {
         semconv.DASK_TASK_GROUP_NAME: record.name,
@@ -151,23 +114,23 @@ def group_span(record: GroupRecord, resource: Resource, *, limits: SpanLimits) -
     }
     for action, seconds in record.durations:
         attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
-    status = _erred_status(record.erred, record.tasks)
-    return ReadableSpan(
-        name=record.prefix[: limits.attribute_length] or "(empty)",
-        context=context(record.trace_id, record.span_id),
-        parent=context(record.trace_id, record.parent_span_id),
-        resource=resource,
-        attributes=_attributes(attrs, limits),
-        links=_first(_links(record.links, limits), limits.links),
-        kind=SpanKind.INTERNAL,
-        status=status,
-        start_time=record.start_ns,
-        end_time=max(record.end_ns, record.start_ns),
-        instrumentation_scope=_SCOPE,
+    status_code, status_message = _erred_status(record.erred, record.tasks)
+    return otlp_wire.span(
+        name=record.prefix,
+        trace_id=record.trace_id,
+        span_id=record.span_id,
+        parent_span_id=record.parent_span_id,
+        start_ns=record.start_ns,
+        end_ns=record.end_ns,
+        attributes=attrs,
+        links=_links(record.links),
+        limits=limits,
+        status_code=status_code,
+        status_message=status_message,
     )
 
 
-def task_spans(record: TaskRecord, resource: Resource, *, limits: SpanLimits) -> list[ReadableSpan]:
+def task_spans(record: TaskRecord, *, limits: SpanLimits) -> list[bytes]:
     """The span of one sampled task run, and one child span per phase."""
     attrs: dict[str, AttributeValue] = {
         semconv.DASK_TASK_KEY: record.key,
@@ -183,50 +146,44 @@ def task_spans(record: TaskRecord, resource: Resource, *, limits: SpanLimits) ->
     if record.thread is not None:
         attrs[semconv.DASK_WORKER_THREAD] = record.thread
     if record.dependencies:
-        attrs[semconv.DASK_TASK_DEPENDENCIES] = list(record.dependencies)
-    events = _events(record.events, limits)
-    status = Status(StatusCode.UNSET)
+        attrs[semconv.DASK_TASK_DEPENDENCIES] = record.dependencies
+    events = _events(record.events)
+    status_code, status_message = STATUS_UNSET, ""
     if record.exception is not None:
         exc = record.exception
-        status = Status(StatusCode.ERROR, exc.describe()[: limits.attribute_length])
+        status_code, status_message = STATUS_ERROR, exc.describe()
         details: dict[str, AttributeValue] = {semconv.EXCEPTION_TYPE: exc.type}
         if exc.message:
             details[semconv.EXCEPTION_MESSAGE] = exc.message
         if exc.stacktrace:
             details[semconv.EXCEPTION_STACKTRACE] = exc.stacktrace
-        events.insert(
-            0, Event(semconv.EVENT_EXCEPTION, _attributes(details, limits), record.end_ns)
-        )
+        events.insert(0, Event(semconv.EVENT_EXCEPTION, record.end_ns, details))
     out = [
-        ReadableSpan(
-            name=record.prefix[: limits.attribute_length] or "(empty)",
-            context=context(record.trace_id, record.span_id),
-            parent=context(record.trace_id, record.parent_span_id),
-            resource=resource,
-            attributes=_attributes(attrs, limits),
-            events=_first(events, limits.events),
-            kind=SpanKind.INTERNAL,
-            status=status,
-            start_time=record.start_ns,
-            end_time=max(record.end_ns, record.start_ns),
-            instrumentation_scope=_SCOPE,
+        otlp_wire.span(
+            name=record.prefix,
+            trace_id=record.trace_id,
+            span_id=record.span_id,
+            parent_span_id=record.parent_span_id,
+            start_ns=record.start_ns,
+            end_ns=record.end_ns,
+            attributes=attrs,
+            events=events,
+            limits=limits,
+            status_code=status_code,
+            status_message=status_message,
         )
     ]
     for i, phase in enumerate(record.phases):
-        phase_attrs: dict[str, AttributeValue] = {}
-        if phase.source:
-            phase_attrs[semconv.DASK_PHASE_SOURCE] = phase.source
         out.append(
-            ReadableSpan(
-                name=phase.action[: limits.attribute_length] or "(empty)",
-                context=context(record.trace_id, ids.span_id_for(record.span_id, "phase", i)),
-                parent=context(record.trace_id, record.span_id),
-                resource=resource,
-                attributes=_attributes(phase_attrs, limits),
-                kind=SpanKind.INTERNAL,
-                start_time=phase.start_ns,
-                end_time=max(phase.end_ns, phase.start_ns),
-                instrumentation_scope=_SCOPE,
+            otlp_wire.span(
+                name=phase.action,
+                trace_id=record.trace_id,
+                span_id=ids.span_id_for(record.span_id, "phase", i),
+                parent_span_id=record.span_id,
+                start_ns=phase.start_ns,
+                end_ns=phase.end_ns,
+                attributes={semconv.DASK_PHASE_SOURCE: phase.source} if phase.source else {},
+                limits=limits,
             )
         )
     return out

@@ -1,0 +1,213 @@
+"""Sending already-encoded OTLP trace requests, over gRPC or HTTP/protobuf.
+
+The SDK's exporters take ``ReadableSpan`` objects and encode them themselves; the
+scheduler's spans are encoded by :mod:`otel_spans.otlp_wire` instead (for speed), so
+they need a sender for bytes. This one follows the OTLP exporter specification as the
+SDK's exporters do: retryable gRPC codes and HTTP statuses (429, 502, 503, 504) are
+retried with exponential back-off and ±20% jitter, a server's ``Retry-After`` is
+honoured, and ``timeout`` bounds the whole export, retries included. ``shutdown``
+aborts a back-off at once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from otel_spans.config import ExportTarget
+
+if TYPE_CHECKING:
+    import grpc
+
+logger = logging.getLogger("otel_spans")
+
+_MAX_ATTEMPTS = 6
+_EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+_RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
+
+
+def _user_agent() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"otel-spans/{version('otel-spans')}"
+    except PackageNotFoundError:
+        return "otel-spans"
+
+
+class TraceSender:
+    """Sends serialized ``ExportTraceServiceRequest`` bytes to ``target``."""
+
+    def __init__(self, target: ExportTarget):
+        assert target.endpoint is not None
+        self.target = target
+        self.endpoint: str = target.endpoint
+        self._stopping = threading.Event()
+
+    def send(self, request: bytes) -> bool:
+        """True when the collector accepted the request; False when it gave up."""
+        deadline = time.monotonic() + self.target.timeout
+        for attempt in range(_MAX_ATTEMPTS):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            retry_after = self._attempt(request, remaining)
+            if retry_after is None:
+                return True
+            if retry_after < 0:
+                return False
+            backoff = retry_after or 2**attempt * random.uniform(0.8, 1.2)
+            if attempt + 1 == _MAX_ATTEMPTS or backoff > deadline - time.monotonic():
+                break
+            if self._stopping.wait(backoff):
+                break
+        logger.warning("otel-spans: exporting traces to %s failed after retries", self.endpoint)
+        return False
+
+    def _attempt(self, request: bytes, timeout: float) -> float | None:
+        """None: accepted; -1: not retryable; else retry after that many seconds (0:
+        the default back-off)."""
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        self._stopping.set()
+
+
+class GrpcTraceSender(TraceSender):
+    """``credentials`` None: the system's roots when the endpoint calls for TLS."""
+
+    def __init__(self, target: ExportTarget, credentials: grpc.ChannelCredentials | None):
+        super().__init__(target)
+        import grpc
+
+        self._credentials = credentials
+        url = urlparse(self.endpoint)
+        self._address = url.netloc or self.endpoint
+        insecure = target.insecure
+        if insecure is None:
+            insecure = url.scheme == "http"
+        if url.scheme == "https":
+            insecure = False
+        self._insecure = insecure
+        self._metadata = tuple((k.lower(), v) for k, v in target.headers.items())
+        self._compression = grpc.Compression.Gzip if target.compression else None
+        self._lock = threading.Lock()
+        self._channel: grpc.Channel | None = None
+        self._call: Any = None
+        self._connect()
+
+    def _connect(self) -> None:
+        import grpc
+
+        options = [("grpc.primary_user_agent", _user_agent())]
+        if self._insecure:
+            channel = grpc.insecure_channel(
+                self._address, options=options, compression=self._compression
+            )
+        else:
+            credentials = self._credentials or grpc.ssl_channel_credentials()
+            channel = grpc.secure_channel(
+                self._address, credentials, options=options, compression=self._compression
+            )
+        old, self._channel = self._channel, channel
+        # Bytes in (already serialized), the response left undecoded: nothing in an
+        # ExportTraceServiceResponse changes what happens next.
+        self._call = channel.unary_unary(_EXPORT_METHOD)
+        if old is not None:
+            old.close()
+
+    def _attempt(self, request: bytes, timeout: float) -> float | None:
+        import grpc
+
+        try:
+            self._call(request, timeout=timeout, metadata=self._metadata)
+            return None
+        except grpc.RpcError as error:
+            code = error.code() if isinstance(error, grpc.Call) else None
+            logger.debug("otel-spans: trace export: %s", code)
+            if code == grpc.StatusCode.UNAVAILABLE:
+                # A fresh channel reconnects at once, instead of after the old one's
+                # growing reconnect back-off (a collector that restarted is back now).
+                with self._lock:
+                    if not self._stopping.is_set():
+                        self._connect()
+            if code in _retryable_grpc_codes():
+                return 0
+            return -1
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        with self._lock:
+            if self._channel is not None:
+                self._channel.close()
+
+
+def _retryable_grpc_codes() -> frozenset[grpc.StatusCode]:
+    import grpc
+
+    s = grpc.StatusCode
+    return frozenset(
+        {
+            s.CANCELLED,
+            s.DEADLINE_EXCEEDED,
+            s.RESOURCE_EXHAUSTED,
+            s.ABORTED,
+            s.OUT_OF_RANGE,
+            s.UNAVAILABLE,
+            s.DATA_LOSS,
+        }
+    )
+
+
+class HttpTraceSender(TraceSender):
+    """``session`` None: a plain ``requests`` session."""
+
+    def __init__(self, target: ExportTarget, session: Any):
+        super().__init__(target)
+        import requests
+
+        self._session = session or requests.Session()
+        self._session.verify = target.certificate or True
+        if target.client_certificate and target.client_key:
+            self._session.cert = (target.client_certificate, target.client_key)
+        elif target.client_certificate:
+            self._session.cert = target.client_certificate
+        self._headers = {
+            **target.headers,
+            "Content-Type": "application/x-protobuf",
+            "User-Agent": _user_agent(),
+        }
+        if target.compression:
+            self._headers["Content-Encoding"] = "gzip"
+
+    def _attempt(self, request: bytes, timeout: float) -> float | None:
+        import requests
+
+        body = gzip.compress(request) if self.target.compression else request
+        try:
+            response = self._session.post(
+                self.endpoint, data=body, headers=self._headers, timeout=timeout
+            )
+        except (requests.ConnectionError, requests.Timeout) as error:
+            logger.debug("otel-spans: trace export: %s", type(error).__name__)
+            return 0
+        if response.ok:
+            return None
+        if response.status_code not in _RETRYABLE_HTTP:
+            logger.warning(
+                "otel-spans: the collector refused traces: HTTP %d", response.status_code
+            )
+            return -1
+        try:
+            return max(0.0, float(response.headers.get("Retry-After", 0)))
+        except ValueError:
+            return 0
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self._session.close()

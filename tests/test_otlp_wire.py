@@ -1,0 +1,192 @@
+"""The hand-written OTLP trace encoder against the SDK's own encoder, the reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event as SdkEvent
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link as SdkLink
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from otel_spans import otlp_wire
+from otel_spans.config import SpanLimits
+from otel_spans.otlp_wire import Event, Link
+
+UNLIMITED = SpanLimits(attribute_length=10**6, attribute_count=10**6, events=10**6, links=10**6)
+RESOURCE = {"service.name": "dask", "service.instance.id": "é-1", "dask.workers": 3}
+
+int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+scalars = st.one_of(
+    st.text(), st.booleans(), int64, st.floats(allow_nan=False, allow_infinity=True)
+)
+values = st.one_of(
+    scalars,
+    st.lists(st.text(), max_size=4).map(tuple),
+    st.lists(int64, max_size=4).map(tuple),
+    st.lists(st.booleans(), max_size=4).map(tuple),
+)
+attribute_maps = st.dictionaries(st.text(min_size=1, max_size=20), values, max_size=8)
+ids64 = st.integers(min_value=1, max_value=2**64 - 1)
+ids128 = st.integers(min_value=1, max_value=2**128 - 1)
+times = st.integers(min_value=0, max_value=2**63 - 1)
+
+
+def context(trace_id: int, span_id: int) -> SpanContext:
+    return SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(1))
+
+
+def decode(spans: list[bytes]) -> ExportTraceServiceRequest:
+    encoder = otlp_wire.RequestEncoder(RESOURCE, "otel_spans")
+    return ExportTraceServiceRequest.FromString(encoder.request(spans))
+
+
+def reference(spans: list[ReadableSpan]) -> ExportTraceServiceRequest:
+    return encode_spans(spans)
+
+
+def sdk_span(**fields: Any) -> ReadableSpan:
+    trace_id = fields["trace_id"]
+    parent = fields["parent_span_id"]
+    status = (
+        Status(StatusCode.ERROR, fields["status_message"])
+        if fields["status_code"] == otlp_wire.STATUS_ERROR
+        else Status(StatusCode.UNSET)
+    )
+    return ReadableSpan(
+        name=fields["name"],
+        context=context(trace_id, fields["span_id"]),
+        parent=context(trace_id, parent) if parent else None,
+        resource=Resource(RESOURCE),
+        attributes=fields["attributes"],
+        events=[SdkEvent(e.name, e.attributes, e.time_ns) for e in fields["events"]],
+        links=[SdkLink(context(x.trace_id, x.span_id), x.attributes) for x in fields["links"]],
+        kind=SpanKind.INTERNAL,
+        status=status,
+        start_time=fields["start_ns"],
+        end_time=fields["end_ns"],
+        instrumentation_scope=InstrumentationScope("otel_spans"),
+    )
+
+
+@st.composite
+def span_fields(draw: st.DrawFn) -> dict[str, Any]:
+    start = draw(times)
+    erred = draw(st.booleans())
+    return {
+        "name": draw(st.text(min_size=1)),
+        "trace_id": draw(ids128),
+        "span_id": draw(ids64),
+        "parent_span_id": draw(st.one_of(st.just(0), ids64)),
+        "start_ns": start,
+        "end_ns": draw(st.integers(min_value=start, max_value=2**63 - 1)),
+        "attributes": draw(attribute_maps),
+        "events": draw(
+            st.lists(st.builds(Event, st.text(min_size=1), times, attribute_maps), max_size=3)
+        ),
+        "links": draw(st.lists(st.builds(Link, ids128, ids64, attribute_maps), max_size=3)),
+        "status_code": otlp_wire.STATUS_ERROR if erred else otlp_wire.STATUS_UNSET,
+        "status_message": draw(st.text()) if erred else "",
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(span_fields(), min_size=1, max_size=3))
+def test_same_request_as_the_sdk_encoder(spans: list[dict[str, Any]]) -> None:
+    ours = decode([otlp_wire.span(limits=UNLIMITED, **fields) for fields in spans])
+    assert ours == reference([sdk_span(**fields) for fields in spans])
+
+
+def one_span(**overrides: Any) -> Any:
+    fields: dict[str, Any] = {
+        "name": "s",
+        "trace_id": 1,
+        "span_id": 2,
+        "parent_span_id": 0,
+        "start_ns": 10,
+        "end_ns": 20,
+        "attributes": {},
+        "limits": UNLIMITED,
+    }
+    fields.update(overrides)
+    return decode([otlp_wire.span(**fields)]).resource_spans[0].scope_spans[0].spans[0]
+
+
+def test_count_limits_keep_the_first_items_and_count_the_rest() -> None:
+    limits = SpanLimits(attribute_length=100, attribute_count=3, events=2, links=1)
+    attributes = {f"a{i}": i for i in range(10)}
+    span = one_span(
+        attributes=attributes,
+        events=[Event(f"e{i}", i, attributes) for i in range(5)],
+        links=[Link(1, 3, {}), Link(1, 4, {})],
+        limits=limits,
+    )
+    assert [kv.key for kv in span.attributes] == ["a0", "a1", "a2"]
+    assert span.dropped_attributes_count == 7
+    assert [e.name for e in span.events] == ["e0", "e1"]
+    assert span.dropped_events_count == 3
+    assert [e.dropped_attributes_count for e in span.events] == [7, 7]
+    assert len(span.links) == 1 and span.dropped_links_count == 1
+
+
+def test_length_limit_cuts_names_strings_array_items_and_status() -> None:
+    limits = SpanLimits(attribute_length=4, attribute_count=10, events=10, links=10)
+    span = one_span(
+        name="abcdefgh",
+        attributes={"s": "123456", "a": ("xxxxxx", "y"), "n": 123456789},
+        status_code=otlp_wire.STATUS_ERROR,
+        status_message="boom boom",
+        limits=limits,
+    )
+    assert span.name == "abcd"
+    values = {kv.key: kv.value for kv in span.attributes}
+    assert values["s"].string_value == "1234"
+    assert [v.string_value for v in values["a"].array_value.values] == ["xxxx", "y"]
+    assert values["n"].int_value == 123456789
+    assert span.status.message == "boom" and span.status.code == 2
+
+
+def test_odd_values_never_break_a_batch() -> None:
+    span = one_span(
+        name="",
+        end_ns=5,  # before its start: clamped, as a backend would refuse it
+        attributes={"big": 2**70, "neg": -1, "lone": "\ud800x", "none": None, "obj": object},
+    )
+    values = {kv.key: kv.value for kv in span.attributes}
+    assert span.name == "(empty)"
+    assert span.end_time_unix_nano == span.start_time_unix_nano == 10
+    assert values["big"].string_value == str(2**70)
+    assert values["neg"].int_value == -1
+    assert values["lone"].string_value == "?x"
+    assert "none" not in values
+    assert values["obj"].string_value == str(object)
+
+
+def test_resource_and_scope_wrap_every_span() -> None:
+    request = decode([otlp_wire.span(**_minimal(i)) for i in range(1, 4)])
+    (resource_spans,) = request.resource_spans
+    attrs = {kv.key: kv.value for kv in resource_spans.resource.attributes}
+    assert attrs["service.instance.id"].string_value == "é-1"
+    assert attrs["dask.workers"].int_value == 3
+    (scope_spans,) = resource_spans.scope_spans
+    assert scope_spans.scope.name == "otel_spans"
+    assert [s.span_id for s in scope_spans.spans] == [i.to_bytes(8, "big") for i in (1, 2, 3)]
+
+
+def _minimal(span_id: int) -> dict[str, Any]:
+    return {
+        "name": "x",
+        "trace_id": 7,
+        "span_id": span_id,
+        "parent_span_id": 0,
+        "start_ns": 1,
+        "end_ns": 2,
+        "attributes": {},
+        "limits": UNLIMITED,
+    }

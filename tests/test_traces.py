@@ -306,3 +306,60 @@ async def test_root_adopts_the_callers_context_from_the_task_annotation(
         assert root.trace_id == CALLER_TRACE
         assert root.parent_span_id == CALLER_SPAN
         assert root.links == []
+
+
+def wait_for(event_name: str, x: int) -> int:
+    from distributed import Event
+
+    Event(event_name).wait()
+    return x
+
+
+@pytest.mark.parametrize("linger", ["0ms", "1h"])
+@gen_cluster(client=True, nthreads=[("127.0.0.1", 2)], clean_kwargs={"threads": False})
+async def test_cached_done_checks_agree_with_dask(
+    c: Client, s: object, a: object, otlp_receiver: OtlpReceiver, linger: str
+) -> None:
+    """The poll decides done-ness from own groups and cached children; Dask walks all."""
+    from distributed import Event
+
+    await c.register_plugin(
+        OtelSpansPlugin(
+            endpoint=otlp_receiver.grpc_endpoint, traces={"linger": linger, "poll_interval": "1h"}
+        )
+    )
+    plugin = s.plugins["otel-spans"]  # type: ignore[attr-defined]
+    ext = s.extensions["spans"]  # type: ignore[attr-defined]
+
+    def poll_and_compare() -> None:
+        plugin._poll(final=False)
+        for span_id, open_span in plugin._open.items():
+            cached = plugin._tracks[span_id].done_since is not None
+            assert cached == open_span.done, (open_span.name, cached)
+        for dask_span in ext.spans.values():
+            if dask_span.id not in plugin._open:  # exported, hence done
+                assert dask_span.done, dask_span.name
+
+    go = Event("go")
+    with span("root"):
+        with span("quick"):
+            quick = c.map(operator.neg, range(3))
+        with span("blocked"), span("deep"):
+            blocked = c.submit(wait_for, "go", 1)
+        with span("other"):
+            other = c.map(str, range(2))
+    await c.gather(quick + other)
+    poll_and_compare()
+    assert not ext.spans[next(i for i, sp in ext.spans.items() if sp.name[-1] == "root")].done
+    await go.set()
+    assert await blocked == 1
+    poll_and_compare()
+    # New work under a finished sub-span: it and its ancestors are no longer done.
+    with span("root"), span("quick"), span("late"):
+        late = c.submit(wait_for, "later", 2)
+    tasks = s.tasks  # type: ignore[attr-defined]
+    await await_until(lambda: late.key in tasks and tasks[late.key].state == "processing", 10)
+    poll_and_compare()
+    await Event("later").set()
+    assert await late == 2
+    poll_and_compare()

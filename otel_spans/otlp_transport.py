@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("otel_spans")
 
 _MAX_ATTEMPTS = 6
+#: At most one warning per this many seconds (a collector that is down fails every batch).
+_WARN_EVERY = 30.0
 _EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
 
@@ -48,6 +50,18 @@ class TraceSender:
         self.target = target
         self.endpoint: str = target.endpoint
         self._stopping = threading.Event()
+        self._last_warning = -_WARN_EVERY
+        self._unwarned = 0
+
+    def _warn(self, message: str, *args: object) -> None:
+        """Log ``message``, but not more than once per ``_WARN_EVERY`` seconds."""
+        now = time.monotonic()
+        if now - self._last_warning < _WARN_EVERY:
+            self._unwarned += 1
+            return
+        suffix = f" ({self._unwarned} more since the last warning)" if self._unwarned else ""
+        self._last_warning, self._unwarned = now, 0
+        logger.warning(message + suffix, *args)
 
     def send(self, request: bytes) -> bool:
         """True when the collector accepted the request; False when it gave up."""
@@ -66,7 +80,7 @@ class TraceSender:
                 break
             if self._stopping.wait(backoff):
                 break
-        logger.warning("otel-spans: exporting traces to %s failed after retries", self.endpoint)
+        self._warn("otel-spans: exporting traces to %s failed after retries", self.endpoint)
         return False
 
     def _attempt(self, request: bytes, timeout: float) -> float | None:
@@ -138,6 +152,7 @@ class GrpcTraceSender(TraceSender):
                         self._connect()
             if code in _retryable_grpc_codes():
                 return 0
+            self._warn("otel-spans: the collector refused traces: %s", code)
             return -1
 
     def shutdown(self) -> None:
@@ -199,9 +214,7 @@ class HttpTraceSender(TraceSender):
         if response.ok:
             return None
         if response.status_code not in _RETRYABLE_HTTP:
-            logger.warning(
-                "otel-spans: the collector refused traces: HTTP %d", response.status_code
-            )
+            self._warn("otel-spans: the collector refused traces: HTTP %d", response.status_code)
             return -1
         try:
             return max(0.0, float(response.headers.get("Retry-After", 0)))

@@ -1,10 +1,12 @@
 """Resources, exporters and the bounded hand-off between the event loop and the network.
 
-This is the only module that builds OpenTelemetry SDK exporters. The scheduler's event
-loop calls :meth:`ExportPipeline.submit`, which never blocks and never raises: when the
-queue is full the record is dropped and counted. A daemon thread drains the queue in
-batches and does the encoding and the network I/O, so a collector that is slow, down or
-hanging costs the scheduler nothing but the records it cannot take.
+This is the only module that builds exporters: the SDK's for metrics, logs and the
+workers' spans, and :mod:`otel_spans.otlp_transport` senders for the scheduler's
+pre-encoded spans. The scheduler's event loop calls :meth:`ExportPipeline.submit`,
+which never blocks and never raises: when the queue is full the record is dropped and
+counted. A daemon thread drains the queue in batches and does the encoding and the
+network I/O, so a collector that is slow, down or hanging costs the scheduler nothing
+but the records it cannot take.
 """
 
 from __future__ import annotations

@@ -54,13 +54,6 @@ def target(rx: OtlpReceiver, protocol: str, **overrides: object) -> ExportTarget
     return ExportTarget(**fields)  # type: ignore[arg-type]
 
 
-def wait_until(condition: object, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
-
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("compression", [None, "gzip"])
 def test_delivers_with_headers_and_compression(
@@ -86,7 +79,7 @@ def test_retryable_answers_are_retried_until_accepted(
     thread = threading.Thread(target=lambda: result.append(sender.send(request())))
     thread.start()
     try:
-        wait_until(lambda: receiver.attempts("traces") >= 2)
+        receiver.wait_for_attempts("traces", 2)
         receiver.set_mode("ok")
         thread.join(10)
     finally:
@@ -129,7 +122,7 @@ def test_shutdown_aborts_the_back_off(receiver: OtlpReceiver, protocol: str) -> 
     result: list[bool] = []
     thread = threading.Thread(target=lambda: result.append(sender.send(request())))
     thread.start()
-    wait_until(lambda: receiver.attempts("traces") >= 2)  # now in a 2 s back-off
+    receiver.wait_for_attempts("traces", 2)  # now in a 2 s back-off
     stopped = time.monotonic()
     sender.shutdown()
     thread.join(5)

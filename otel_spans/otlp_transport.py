@@ -11,6 +11,7 @@ aborts a back-off at once.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
 import random
@@ -66,11 +67,12 @@ class TraceSender:
     def send(self, request: bytes) -> bool:
         """True when the collector accepted the request; False when it gave up."""
         deadline = time.monotonic() + self.target.timeout
+        body = self._body(request)
         for attempt in range(_MAX_ATTEMPTS):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            retry_after = self._attempt(request, remaining)
+            retry_after = self._attempt(body, remaining)
             if retry_after is None:
                 return True
             if retry_after < 0:
@@ -83,7 +85,11 @@ class TraceSender:
         self._warn("otel-spans: exporting traces to %s failed after retries", self.endpoint)
         return False
 
-    def _attempt(self, request: bytes, timeout: float) -> float | None:
+    def _body(self, request: bytes) -> bytes:
+        """What every attempt sends (built once per export, not per retry)."""
+        return request
+
+    def _attempt(self, body: bytes, timeout: float) -> float | None:
         """None: accepted; -1: not retryable; else retry after that many seconds (0:
         the default back-off)."""
         raise NotImplementedError
@@ -135,11 +141,11 @@ class GrpcTraceSender(TraceSender):
         if old is not None:
             old.close()
 
-    def _attempt(self, request: bytes, timeout: float) -> float | None:
+    def _attempt(self, body: bytes, timeout: float) -> float | None:
         import grpc
 
         try:
-            self._call(request, timeout=timeout, metadata=self._metadata)
+            self._call(body, timeout=timeout, metadata=self._metadata)
             return None
         except grpc.RpcError as error:
             code = error.code() if isinstance(error, grpc.Call) else None
@@ -162,6 +168,7 @@ class GrpcTraceSender(TraceSender):
                 self._channel.close()
 
 
+@functools.cache
 def _retryable_grpc_codes() -> frozenset[grpc.StatusCode]:
     import grpc
 
@@ -200,10 +207,12 @@ class HttpTraceSender(TraceSender):
         if target.compression:
             self._headers["Content-Encoding"] = "gzip"
 
-    def _attempt(self, request: bytes, timeout: float) -> float | None:
+    def _body(self, request: bytes) -> bytes:
+        return gzip.compress(request) if self.target.compression else request
+
+    def _attempt(self, body: bytes, timeout: float) -> float | None:
         import requests
 
-        body = gzip.compress(request) if self.target.compression else request
         try:
             response = self._session.post(
                 self.endpoint, data=body, headers=self._headers, timeout=timeout

@@ -22,9 +22,6 @@ from functools import lru_cache
 
 from otel_spans.config import SpanLimits as Limits
 
-#: Values an attribute may take (sequences become OTLP array values).
-Value = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _pack_fixed64 = struct.Struct("<Q").pack
 _pack_double = struct.Struct("<d").pack
@@ -136,22 +133,21 @@ def _any_value(value: object, max_length: int) -> bytes:
 def _key_values(tag: bytes, attributes: Mapping[str, object], limits: Limits) -> tuple[bytes, int]:
     """Repeated ``KeyValue`` fields under ``tag``: the first ``attribute_count`` pairs,
     and how many were dropped. ``None`` values are left out, as the SDK does."""
-    parts = []
-    kept = 0
+    parts: list[bytes] = []
     max_length = limits.attribute_length
+    dropped = 0
     for key, value in attributes.items():
         if value is None:
             continue
-        if kept == limits.attribute_count:
-            break
-        kept += 1
+        if len(parts) == limits.attribute_count:
+            dropped += 1
+            continue
         if type(value) is str:  # the common case, without the dispatch of _any_value
             text = _text(value, max_length)
             any_value = _message(_KV_VALUE, _message(_ANY_STRING, text))
         else:
             any_value = _message(_KV_VALUE, _any_value(value, max_length))
         parts.append(_message(tag, _key(key) + any_value))
-    dropped = sum(1 for v in attributes.values() if v is not None) - kept
     return b"".join(parts), dropped
 
 

@@ -20,9 +20,6 @@ from otel_spans.records import (
     TaskRecord,
 )
 
-#: An attribute value as it is encoded (tuples and lists become OTLP arrays).
-AttributeValue = AttrValue | list[str]
-
 
 def _erred_status(erred: int, tasks: int) -> tuple[int, str]:
     """ERROR when some tasks of a span or task group erred, with how many; else UNSET."""
@@ -31,9 +28,9 @@ def _erred_status(erred: int, tasks: int) -> tuple[int, str]:
     return STATUS_UNSET, ""
 
 
-def span_attributes(record: SpanRecord) -> dict[str, AttributeValue]:
+def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
     """The attributes of a Dask span (see docs/telemetry.md)."""
-    attrs: dict[str, AttributeValue] = {
+    attrs: dict[str, AttrValue] = {
         semconv.DASK_SPAN_ID: record.uuid,
         semconv.DASK_SPAN_NAME: record.tags,
         semconv.DASK_SPAN_DONE: record.done,
@@ -62,6 +59,33 @@ def span_attributes(record: SpanRecord) -> dict[str, AttributeValue]:
     return attrs
 
 
+def _encode(
+    record: SpanRecord | GroupRecord | TaskRecord,
+    name: str,
+    attributes: dict[str, AttrValue],
+    limits: SpanLimits,
+    *,
+    events: list[Event] | None = None,
+    links: list[Link] | None = None,
+    status: tuple[int, str] = (STATUS_UNSET, ""),
+) -> bytes:
+    """The span of a record: its ids and times, with this name, attributes and status."""
+    return otlp_wire.span(
+        name=name,
+        trace_id=record.trace_id,
+        span_id=record.span_id,
+        parent_span_id=record.parent_span_id,
+        start_ns=record.start_ns,
+        end_ns=record.end_ns,
+        attributes=attributes,
+        events=events or (),
+        links=links or (),
+        limits=limits,
+        status_code=status[0],
+        status_message=status[1],
+    )
+
+
 def dask_span(record: SpanRecord, *, limits: SpanLimits) -> bytes:
     """The OTel span of one export of a Dask span."""
     links: list[Link] = []
@@ -74,20 +98,14 @@ def dask_span(record: SpanRecord, *, limits: SpanLimits) -> bytes:
             )
         )
     links.extend(_links(record.links))
-    status_code, status_message = _erred_status(record.erred, record.tasks)
-    return otlp_wire.span(
-        name=record.tags[-1] if record.tags else "(unnamed)",
-        trace_id=record.trace_id,
-        span_id=record.span_id,
-        parent_span_id=record.parent_span_id,
-        start_ns=record.start_ns,
-        end_ns=record.end_ns,
-        attributes=span_attributes(record),
+    return _encode(
+        record,
+        record.tags[-1] if record.tags else "(unnamed)",
+        span_attributes(record),
+        limits,
         events=_events(record.events),
         links=links,
-        limits=limits,
-        status_code=status_code,
-        status_message=status_message,
+        status=_erred_status(record.erred, record.tasks),
     )
 
 
@@ -101,7 +119,7 @@ def _links(records: tuple[LinkRecord, ...]) -> list[Link]:
 
 def group_span(record: GroupRecord, *, limits: SpanLimits) -> bytes:
     """The span of a task group: named by its prefix, the full name in an attribute."""
-    attrs: dict[str, AttributeValue] = {
+    attrs: dict[str, AttrValue] = {
         semconv.DASK_TASK_GROUP_NAME: record.name,
         semconv.DASK_TASK_PREFIX: record.prefix,
         semconv.DASK_TASK_GROUP_TASKS: record.tasks,
@@ -114,25 +132,19 @@ def group_span(record: GroupRecord, *, limits: SpanLimits) -> bytes:
     }
     for action, seconds in record.durations:
         attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
-    status_code, status_message = _erred_status(record.erred, record.tasks)
-    return otlp_wire.span(
-        name=record.prefix,
-        trace_id=record.trace_id,
-        span_id=record.span_id,
-        parent_span_id=record.parent_span_id,
-        start_ns=record.start_ns,
-        end_ns=record.end_ns,
-        attributes=attrs,
+    return _encode(
+        record,
+        record.prefix,
+        attrs,
+        limits,
         links=_links(record.links),
-        limits=limits,
-        status_code=status_code,
-        status_message=status_message,
+        status=_erred_status(record.erred, record.tasks),
     )
 
 
 def task_spans(record: TaskRecord, *, limits: SpanLimits) -> list[bytes]:
     """The span of one sampled task run, and one child span per phase."""
-    attrs: dict[str, AttributeValue] = {
+    attrs: dict[str, AttrValue] = {
         semconv.DASK_TASK_KEY: record.key,
         semconv.DASK_TASK_PREFIX: record.prefix,
         semconv.DASK_TASK_GROUP: record.group,
@@ -148,31 +160,17 @@ def task_spans(record: TaskRecord, *, limits: SpanLimits) -> list[bytes]:
     if record.dependencies:
         attrs[semconv.DASK_TASK_DEPENDENCIES] = record.dependencies
     events = _events(record.events)
-    status_code, status_message = STATUS_UNSET, ""
+    status = STATUS_UNSET, ""
     if record.exception is not None:
         exc = record.exception
-        status_code, status_message = STATUS_ERROR, exc.describe()
-        details: dict[str, AttributeValue] = {semconv.EXCEPTION_TYPE: exc.type}
+        status = STATUS_ERROR, exc.describe()
+        details: dict[str, AttrValue] = {semconv.EXCEPTION_TYPE: exc.type}
         if exc.message:
             details[semconv.EXCEPTION_MESSAGE] = exc.message
         if exc.stacktrace:
             details[semconv.EXCEPTION_STACKTRACE] = exc.stacktrace
         events.insert(0, Event(semconv.EVENT_EXCEPTION, record.end_ns, details))
-    out = [
-        otlp_wire.span(
-            name=record.prefix,
-            trace_id=record.trace_id,
-            span_id=record.span_id,
-            parent_span_id=record.parent_span_id,
-            start_ns=record.start_ns,
-            end_ns=record.end_ns,
-            attributes=attrs,
-            events=events,
-            limits=limits,
-            status_code=status_code,
-            status_message=status_message,
-        )
-    ]
+    out = [_encode(record, record.prefix, attrs, limits, events=events, status=status)]
     for i, phase in enumerate(record.phases):
         out.append(
             otlp_wire.span(

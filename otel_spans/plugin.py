@@ -497,9 +497,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             while node is not None and node.id not in changed:
                 changed.add(node.id)
                 node = node.parent
-        if final:
+        if final:  # shutdown looks at every open span once more
             changed |= set(self._open)
-        candidates = set(self._open) if final else (changed | self._lingering)
+        candidates = changed | self._lingering
         done: dict[str, bool] = {}
 
         assert self.settings is not None

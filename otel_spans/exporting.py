@@ -19,11 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk._logs import ReadableLogRecord
-from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics import (
     Counter,
     Histogram,
@@ -48,6 +45,7 @@ from otel_spans.jsonfile import JsonLinesWriter
 
 if TYPE_CHECKING:
     import grpc
+    from google.protobuf.message import Message
 
 logger = logging.getLogger("otel_spans")
 
@@ -376,27 +374,38 @@ def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
     return HttpSpanExporter(**_otlp_options(target))
 
 
-class TraceRequestSender(Protocol):
-    """Sends one serialized ``ExportTraceServiceRequest`` (see :mod:`otlp_transport`)."""
+class RequestSender(Protocol):
+    """Sends one serialized export request (see :mod:`otlp_transport`)."""
 
     def send(self, request: bytes) -> bool: ...
 
     def shutdown(self) -> None: ...
 
 
-class TraceFileSender:
-    """Trace requests as OTLP/JSON lines in a local directory (the embedded default)."""
-
-    def __init__(self, writer: JsonLinesWriter):
-        self.writer = writer
-
-    def send(self, request: bytes) -> bool:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
+def _request_type(signal: str) -> type[Message]:
+    if signal == "logs":
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+            ExportLogsServiceRequest,
         )
 
+        return ExportLogsServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    return ExportTraceServiceRequest
+
+
+class FileSender:
+    """Requests as OTLP/JSON lines in a local directory (the embedded default)."""
+
+    def __init__(self, writer: JsonLinesWriter, signal: str):
+        self.writer = writer
+        self._request_type = _request_type(signal)
+
+    def send(self, request: bytes) -> bool:
         try:
-            self.writer.write(ExportTraceServiceRequest.FromString(request))
+            self.writer.write(self._request_type.FromString(request))
         except OSError:
             logger.exception("otel-spans: cannot write %s", self.writer.path)
             return False
@@ -406,7 +415,7 @@ class TraceFileSender:
         pass
 
 
-class _NoTraceSender:
+class _NoSender:
     def send(self, request: bytes) -> bool:
         return True
 
@@ -414,17 +423,20 @@ class _NoTraceSender:
         pass
 
 
-def make_trace_sender(target: ExportTarget, *, role: str) -> TraceRequestSender:
-    """Where the scheduler's pre-encoded trace requests go (workers use the SDK's)."""
+def make_request_sender(target: ExportTarget, *, signal: str, role: str) -> RequestSender:
+    """Where the scheduler's pre-encoded ``signal`` requests (``traces``, ``logs``) go.
+
+    Workers' spans go through the SDK's exporters (:func:`make_span_exporter`).
+    """
     from otel_spans import otlp_transport
 
     if target.kind == "none":
-        return _NoTraceSender()
+        return _NoSender()
     if target.kind == "file":
-        return TraceFileSender(JsonLinesWriter(target.directory, "traces", role))
+        return FileSender(JsonLinesWriter(target.directory, signal, role), signal)
     if target.protocol == "grpc":
-        return otlp_transport.GrpcTraceSender(target, _grpc_credentials(target))
-    return otlp_transport.HttpTraceSender(target, _http_session(target))
+        return otlp_transport.GrpcSender(target, signal, _grpc_credentials(target))
+    return otlp_transport.HttpSender(target, signal, _http_session(target))
 
 
 # -- metric exporters ------------------------------------------------------------------------
@@ -570,55 +582,3 @@ class PrometheusEndpoint:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-# -- log exporters ---------------------------------------------------------------------------
-class OtlpJsonLogExporter(LogRecordExporter):
-    """Log records as OTLP/JSON lines in a local directory (the embedded default)."""
-
-    def __init__(self, writer: JsonLinesWriter):
-        self.writer = writer
-
-    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        try:
-            self.writer.write(encode_logs(batch))
-        except OSError:
-            logger.exception("otel-spans: cannot write %s", self.writer.path)
-            return LogRecordExportResult.FAILURE
-        return LogRecordExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        pass
-
-
-class _NoLogExporter(LogRecordExporter):
-    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        return LogRecordExportResult.SUCCESS
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
-
-    def shutdown(self) -> None:
-        pass
-
-
-def make_log_exporter(target: ExportTarget, *, role: str) -> LogRecordExporter:
-    """The SDK log exporter for ``target``, every option passed explicitly."""
-    if target.kind == "none":
-        return _NoLogExporter()
-    if target.kind == "file":
-        return OtlpJsonLogExporter(JsonLinesWriter(target.directory, "logs", role))
-    if target.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
-            OTLPLogExporter as GrpcLogExporter,
-        )
-
-        return GrpcLogExporter(**_otlp_options(target))
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
-        OTLPLogExporter as HttpLogExporter,
-    )
-
-    return HttpLogExporter(**_otlp_options(target))

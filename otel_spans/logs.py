@@ -3,7 +3,9 @@
 Dask's structured events carry whatever the code that logged them put in: dicts of
 anything, user objects, huge strings. :func:`safe_body` turns any of it into an OTel
 ``AnyValue`` within fixed bounds (depth, items, string length) and never raises, so a
-strange event costs a truncated log record, never an exporter failure.
+strange event costs a truncated log record, never an exporter failure. Records are
+written straight to OTLP bytes (:mod:`otel_spans.otlp_wire`): a scheduler logs an
+event per client call, and the SDK's encoder cost several times more per record.
 """
 
 from __future__ import annotations
@@ -11,17 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry._logs import LogRecord, SeverityNumber
-from opentelemetry.sdk._logs import ReadableLogRecord
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
-
-from otel_spans import semconv
+from otel_spans import otlp_wire
+from otel_spans.config import SpanLimits
 from otel_spans.records import LogEntry
 
-_SCOPE = InstrumentationScope(semconv.SCOPE_NAME)
 _MAX_DEPTH = 4
 _MAX_ITEMS = 100
 
@@ -53,24 +48,17 @@ def safe_body(value: object, max_length: int, depth: int = 0) -> Any:
     return _text(value, max_length)
 
 
-def log_record(entry: LogEntry, resource: Resource, *, max_length: int) -> ReadableLogRecord:
-    context = None
-    if entry.trace_id and entry.span_id:
-        span_context = SpanContext(
-            entry.trace_id,
-            entry.span_id,
-            is_remote=True,
-            trace_flags=TraceFlags(TraceFlags.SAMPLED),
-        )
-        context = trace.set_span_in_context(NonRecordingSpan(span_context))
-    record = LogRecord(
-        timestamp=entry.time_ns,
-        observed_timestamp=entry.time_ns,
-        context=context,
+def log_record(entry: LogEntry, limits: SpanLimits) -> bytes:
+    """``entry`` as an encoded OTLP ``LogRecord``; its body and attributes bounded."""
+    max_length = limits.attribute_length
+    return otlp_wire.log_record(
+        time_ns=entry.time_ns,
+        severity_number=entry.severity_number,
         severity_text=entry.severity_text,
-        severity_number=SeverityNumber(entry.severity_number),
         body=safe_body(entry.body, max_length),
         attributes={k: safe_body(v, max_length) for k, v in entry.attributes},
+        limits=limits,
+        trace_id=entry.trace_id,
+        span_id=entry.span_id,
         event_name=entry.event_name,
     )
-    return ReadableLogRecord(record, resource=resource, instrumentation_scope=_SCOPE)

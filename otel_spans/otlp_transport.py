@@ -1,12 +1,12 @@
-"""Sending already-encoded OTLP trace requests, over gRPC or HTTP/protobuf.
+"""Sending already-encoded OTLP trace and log requests, over gRPC or HTTP/protobuf.
 
-The SDK's exporters take ``ReadableSpan`` objects and encode them themselves; the
-scheduler's spans are encoded by :mod:`otel_spans.otlp_wire` instead (for speed), so
-they need a sender for bytes. This one follows the OTLP exporter specification as the
-SDK's exporters do: retryable gRPC codes and HTTP statuses (429, 502, 503, 504) are
-retried with exponential back-off and ±20% jitter, a server's ``Retry-After`` is
-honoured, and ``timeout`` bounds the whole export, retries included. ``shutdown``
-aborts a back-off at once.
+The SDK's exporters take ``ReadableSpan`` and log record objects and encode them
+themselves; the scheduler's spans and logs are encoded by :mod:`otel_spans.otlp_wire`
+instead (for speed), so they need a sender for bytes. This one follows the OTLP
+exporter specification as the SDK's exporters do: retryable gRPC codes and HTTP
+statuses (429, 502, 503, 504) are retried with exponential back-off and ±20% jitter, a
+server's ``Retry-After`` is honoured, and ``timeout`` bounds the whole export, retries
+included. ``shutdown`` aborts a back-off at once.
 """
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ logger = logging.getLogger("otel_spans")
 _MAX_ATTEMPTS = 6
 #: At most one warning per this many seconds (a collector that is down fails every batch).
 _WARN_EVERY = 30.0
-_EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+#: The gRPC method of each signal's collector service.
+_EXPORT_METHODS = {
+    "traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+}
 _RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
 
 
@@ -43,12 +47,16 @@ def _user_agent() -> str:
         return "otel-spans"
 
 
-class TraceSender:
-    """Sends serialized ``ExportTraceServiceRequest`` bytes to ``target``."""
+class RequestSender:
+    """Sends serialized export requests of one signal (``traces``, ``logs``) to ``target``.
 
-    def __init__(self, target: ExportTarget):
+    An HTTP ``target.endpoint`` is the signal's full URL (``.../v1/logs``).
+    """
+
+    def __init__(self, target: ExportTarget, signal: str):
         assert target.endpoint is not None
         self.target = target
+        self.signal = signal
         self.endpoint: str = target.endpoint
         self._stopping = threading.Event()
         self._last_warning = -_WARN_EVERY
@@ -82,7 +90,9 @@ class TraceSender:
                 break
             if self._stopping.wait(backoff):
                 break
-        self._warn("otel-spans: exporting traces to %s failed after retries", self.endpoint)
+        self._warn(
+            "otel-spans: exporting %s to %s failed after retries", self.signal, self.endpoint
+        )
         return False
 
     def _body(self, request: bytes) -> bytes:
@@ -98,11 +108,13 @@ class TraceSender:
         self._stopping.set()
 
 
-class GrpcTraceSender(TraceSender):
+class GrpcSender(RequestSender):
     """``credentials`` None: the system's roots when the endpoint calls for TLS."""
 
-    def __init__(self, target: ExportTarget, credentials: grpc.ChannelCredentials | None):
-        super().__init__(target)
+    def __init__(
+        self, target: ExportTarget, signal: str, credentials: grpc.ChannelCredentials | None
+    ):
+        super().__init__(target, signal)
         import grpc
 
         self._credentials = credentials
@@ -136,8 +148,8 @@ class GrpcTraceSender(TraceSender):
             )
         old, self._channel = self._channel, channel
         # Bytes in (already serialized), the response left undecoded: nothing in an
-        # ExportTraceServiceResponse changes what happens next.
-        self._call = channel.unary_unary(_EXPORT_METHOD)
+        # export response changes what happens next.
+        self._call = channel.unary_unary(_EXPORT_METHODS[self.signal])
         if old is not None:
             old.close()
 
@@ -149,7 +161,7 @@ class GrpcTraceSender(TraceSender):
             return None
         except grpc.RpcError as error:
             code = error.code() if isinstance(error, grpc.Call) else None
-            logger.debug("otel-spans: trace export: %s", code)
+            logger.debug("otel-spans: %s export: %s", self.signal, code)
             if code == grpc.StatusCode.UNAVAILABLE:
                 # A fresh channel reconnects at once, instead of after the old one's
                 # growing reconnect back-off (a collector that restarted is back now).
@@ -158,7 +170,7 @@ class GrpcTraceSender(TraceSender):
                         self._connect()
             if code in _retryable_grpc_codes():
                 return 0
-            self._warn("otel-spans: the collector refused traces: %s", code)
+            self._warn("otel-spans: the collector refused %s: %s", self.signal, code)
             return -1
 
     def shutdown(self) -> None:
@@ -186,11 +198,11 @@ def _retryable_grpc_codes() -> frozenset[grpc.StatusCode]:
     )
 
 
-class HttpTraceSender(TraceSender):
+class HttpSender(RequestSender):
     """``session`` None: a plain ``requests`` session."""
 
-    def __init__(self, target: ExportTarget, session: Any):
-        super().__init__(target)
+    def __init__(self, target: ExportTarget, signal: str, session: Any):
+        super().__init__(target, signal)
         import requests
 
         self._session = session or requests.Session()
@@ -218,12 +230,14 @@ class HttpTraceSender(TraceSender):
                 self.endpoint, data=body, headers=self._headers, timeout=timeout
             )
         except (requests.ConnectionError, requests.Timeout) as error:
-            logger.debug("otel-spans: trace export: %s", type(error).__name__)
+            logger.debug("otel-spans: %s export: %s", self.signal, type(error).__name__)
             return 0
         if response.ok:
             return None
         if response.status_code not in _RETRYABLE_HTTP:
-            self._warn("otel-spans: the collector refused traces: HTTP %d", response.status_code)
+            self._warn(
+                "otel-spans: the collector refused %s: HTTP %d", self.signal, response.status_code
+            )
             return -1
         try:
             return max(0.0, float(response.headers.get("Retry-After", 0)))

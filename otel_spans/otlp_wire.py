@@ -1,4 +1,4 @@
-"""OTLP trace protobufs written straight to the wire format.
+"""OTLP trace and log protobufs written straight to the wire format.
 
 Why not the SDK's encoder: a record would first become a ``ReadableSpan`` (bounded
 attributes, span contexts, status objects), then ``encode_spans`` would build one
@@ -8,9 +8,13 @@ makes some 17,000 OTel spans: over a second of CPU taken from the scheduler's ev
 loop through the GIL. Writing the bytes directly costs a fraction of that: keys are
 encoded once and cached, and a span is a ``bytes.join`` of a few dozen pieces.
 
-The output is an ordinary ``ExportTraceServiceRequest``; ``tests/test_otlp_wire.py``
-checks it field by field against the SDK's encoder. Field numbers are those of
-``opentelemetry/proto/trace/v1/trace.proto`` and ``common/v1/common.proto``.
+Log records (Dask's events, one per client call on a busy scheduler) are written the
+same way, for the same reason.
+
+The output is an ordinary ``ExportTraceServiceRequest`` or ``ExportLogsServiceRequest``;
+``tests/test_otlp_wire.py`` checks it field by field against the SDK's encoders. Field
+numbers are those of ``opentelemetry/proto/trace/v1/trace.proto``,
+``logs/v1/logs.proto`` and ``common/v1/common.proto``.
 """
 
 from __future__ import annotations
@@ -70,7 +74,9 @@ def _message(tag: bytes, payload: bytes) -> bytes:
 _KV_KEY, _KV_VALUE = _length_delimited(1), _length_delimited(2)
 _ANY_STRING, _ANY_BOOL, _ANY_INT = _length_delimited(1), _tag(2, 0), _tag(3, 0)
 _ANY_DOUBLE, _ANY_ARRAY = _tag(4, 1), _length_delimited(5)
+_ANY_KVLIST, _ANY_BYTES = _length_delimited(6), _length_delimited(7)
 _ARRAY_VALUES = _length_delimited(1)
+_KVLIST_VALUES = _length_delimited(1)
 _SPAN_TRACE_ID, _SPAN_SPAN_ID, _SPAN_PARENT = (_length_delimited(n) for n in (1, 2, 4))
 _SPAN_NAME, _SPAN_KIND = _length_delimited(5), _tag(6, 0)
 _SPAN_START, _SPAN_END = _tag(7, 1), _tag(8, 1)
@@ -84,6 +90,15 @@ _LINK_TRACE_ID, _LINK_SPAN_ID = _length_delimited(1), _length_delimited(2)
 _LINK_ATTRIBUTE, _LINK_DROPPED_ATTRIBUTES = _length_delimited(4), _tag(5, 0)
 _LINK_FLAGS = _tag(6, 5)
 _STATUS_MESSAGE, _STATUS_CODE = _length_delimited(2), _tag(3, 0)
+_LOG_TIME, _LOG_SEVERITY_NUMBER = _tag(1, 1), _tag(2, 0)
+_LOG_SEVERITY_TEXT, _LOG_BODY = _length_delimited(3), _length_delimited(5)
+_LOG_ATTRIBUTE, _LOG_DROPPED_ATTRIBUTES = _length_delimited(6), _tag(7, 0)
+_LOG_FLAGS, _LOG_TRACE_ID, _LOG_SPAN_ID = _tag(8, 5), _length_delimited(9), _length_delimited(10)
+_LOG_OBSERVED_TIME, _LOG_EVENT_NAME = _tag(11, 1), _length_delimited(12)
+#: ``LogRecord.flags``: the W3C "sampled" bit of the span a record belongs to.
+_LOG_FLAGS_SAMPLED = _LOG_FLAGS + _pack_fixed32(1)
+# ExportTraceServiceRequest and ExportLogsServiceRequest (and their ResourceSpans /
+# ResourceLogs, ScopeSpans / ScopeLogs) number their fields alike.
 _REQUEST_RESOURCE_SPANS = _length_delimited(1)
 _RESOURCE_SPANS_RESOURCE, _RESOURCE_SPANS_SCOPE_SPANS = _length_delimited(1), _length_delimited(2)
 _RESOURCE_ATTRIBUTE = _length_delimited(1)
@@ -126,6 +141,30 @@ def _scalar(value: object, max_length: int) -> bytes:
 def _any_value(value: object, max_length: int) -> bytes:
     if isinstance(value, list | tuple):
         items = b"".join(_message(_ARRAY_VALUES, _scalar(item, max_length)) for item in value)
+        return _message(_ANY_ARRAY, items)
+    return _scalar(value, max_length)
+
+
+def _nested_value(value: object, max_length: int) -> bytes:
+    """An ``AnyValue`` payload for a log body: maps, lists and bytes at any depth.
+
+    The caller bounds depth and size (:func:`otel_spans.logs.safe_body`); ``None`` is
+    an empty ``AnyValue``, as the SDK writes it.
+    """
+    if value is None:
+        return b""
+    if isinstance(value, bytes):
+        return _message(_ANY_BYTES, value)
+    if isinstance(value, Mapping):
+        pairs = b"".join(
+            _message(
+                _KVLIST_VALUES, _key(str(k)) + _message(_KV_VALUE, _nested_value(v, max_length))
+            )
+            for k, v in value.items()
+        )
+        return _message(_ANY_KVLIST, pairs)
+    if isinstance(value, list | tuple):
+        items = b"".join(_message(_ARRAY_VALUES, _nested_value(v, max_length)) for v in value)
         return _message(_ANY_ARRAY, items)
     return _scalar(value, max_length)
 
@@ -254,8 +293,46 @@ def span(
     return b"".join(parts)
 
 
+def log_record(
+    *,
+    time_ns: int,
+    severity_number: int,
+    severity_text: str,
+    body: object,
+    attributes: Mapping[str, object],
+    limits: Limits,
+    trace_id: int = 0,
+    span_id: int = 0,
+    event_name: str = "",
+) -> bytes:
+    """One ``LogRecord`` message (without its own tag), observed when it happened.
+
+    With a trace and span id the record is correlated with that (sampled) span.
+    """
+    parts = [_LOG_TIME + _pack_fixed64(time_ns)]
+    if severity_number:
+        parts.append(_LOG_SEVERITY_NUMBER + _varint(severity_number))
+    if severity_text:
+        parts.append(_message(_LOG_SEVERITY_TEXT, _text(severity_text, limits.attribute_length)))
+    parts.append(_message(_LOG_BODY, _nested_value(body, limits.attribute_length)))
+    encoded, dropped = _key_values(_LOG_ATTRIBUTE, attributes, limits)
+    parts.append(encoded)
+    if dropped:
+        parts.append(_LOG_DROPPED_ATTRIBUTES + _varint(dropped))
+    if trace_id and span_id:
+        parts += (
+            _LOG_FLAGS_SAMPLED,
+            _LOG_TRACE_ID + b"\x10" + _trace_id(trace_id),
+            _LOG_SPAN_ID + b"\x08" + _span_id(span_id),
+        )
+    parts.append(_LOG_OBSERVED_TIME + _pack_fixed64(time_ns))
+    if event_name:
+        parts.append(_message(_LOG_EVENT_NAME, _text(event_name, limits.attribute_length)))
+    return b"".join(parts)
+
+
 class RequestEncoder:
-    """Wraps encoded spans into an ``ExportTraceServiceRequest`` of one resource and scope.
+    """Wraps encoded spans (or log records) into one request of one resource and scope.
 
     The resource and scope are encoded once; a request is then two length prefixes and
     a join.
@@ -276,6 +353,8 @@ class RequestEncoder:
         self._scope = _message(_SCOPE_SPANS_SCOPE, scope)
 
     def request(self, spans: Iterable[bytes]) -> bytes:
+        """An ``ExportTraceServiceRequest`` of ``spans``, or, given encoded log records,
+        the ``ExportLogsServiceRequest`` of them (the two are numbered alike)."""
         scope_spans = self._scope + b"".join(_message(_SCOPE_SPANS_SPAN, s) for s in spans)
         resource_spans = self._resource + _message(_RESOURCE_SPANS_SCOPE_SPANS, scope_spans)
         return _message(_REQUEST_RESOURCE_SPANS, resource_spans)

@@ -10,7 +10,6 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from opentelemetry.sdk._logs.export import LogRecordExportResult
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
@@ -21,9 +20,8 @@ from otel_spans.exporting import (
     ExportPipeline,
     PrometheusEndpoint,
     build_resource,
-    make_log_exporter,
     make_metric_exporter,
-    make_trace_sender,
+    make_request_sender,
 )
 from otel_spans.metrics import Instruments, MetricsState
 from otel_spans.records import (
@@ -59,8 +57,8 @@ class Signals:
     def _init_traces(self, role: str) -> None:
         settings = self.settings
         trace_settings = settings.traces
-        self._trace_sender = make_trace_sender(trace_settings.target, role=role)
-        encoder = otlp_wire.RequestEncoder(self.resource.attributes, semconv.SCOPE_NAME)
+        self._trace_sender = make_request_sender(trace_settings.target, signal="traces", role=role)
+        encoder = self._request_encoder()
         limits = settings.span_limits
 
         def send_spans(batch: list[TraceRecord]) -> bool:
@@ -85,19 +83,23 @@ class Signals:
     def submit_span(self, record: TraceRecord) -> bool:
         return self.spans.submit(record)
 
+    def _request_encoder(self) -> otlp_wire.RequestEncoder:
+        return otlp_wire.RequestEncoder(self.resource.attributes, semconv.SCOPE_NAME)
+
     # -- logs --------------------------------------------------------------------------
     def _init_logs(self, role: str) -> None:
-        self._log_exporter = make_log_exporter(self.settings.logs.target, role=role)
-        max_length = self.settings.max_attribute_length
+        self._log_sender = make_request_sender(self.settings.logs.target, signal="logs", role=role)
+        encoder = self._request_encoder()
+        limits = self.settings.span_limits
 
         def send_logs(batch: list[LogEntry]) -> bool:
-            records = [logs.log_record(e, self.resource, max_length=max_length) for e in batch]
-            return self._log_exporter.export(records) == LogRecordExportResult.SUCCESS
+            records = [logs.log_record(entry, limits) for entry in batch]
+            return self._log_sender.send(encoder.request(records))
 
         self.logs: ExportPipeline[LogEntry] = ExportPipeline(
             "logs",
             send_logs,
-            self._log_exporter.shutdown,
+            self._log_sender.shutdown,
             queue_size=self.settings.queue_size,
             batch_size=self.settings.batch_size,
         )

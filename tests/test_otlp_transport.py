@@ -1,4 +1,4 @@
-"""The scheduler's trace sender against a real loopback OTLP receiver, both protocols.
+"""The scheduler's request sender against a real loopback OTLP receiver, both protocols.
 
 Retries follow the OTLP exporter specification: retryable answers are retried with
 back-off until the export's timeout, the others fail at once, and shutdown aborts a
@@ -15,7 +15,7 @@ import pytest
 
 from otel_spans import otlp_wire
 from otel_spans.config import ExportTarget, SpanLimits
-from otel_spans.exporting import make_trace_sender
+from otel_spans.exporting import RequestSender, make_request_sender
 from tests.servers.otlp_receiver import OtlpReceiver
 
 PROTOCOLS = ["grpc", "http/protobuf"]
@@ -41,8 +41,14 @@ def request(name: str = "sent") -> bytes:
     return otlp_wire.RequestEncoder({"service.name": "dask"}, "otel_spans").request([span])
 
 
-def target(rx: OtlpReceiver, protocol: str, **overrides: object) -> ExportTarget:
-    endpoint = rx.grpc_endpoint if protocol == "grpc" else rx.http_endpoint + "/v1/traces"
+def sender_for(target: ExportTarget, signal: str = "traces") -> RequestSender:
+    return make_request_sender(target, signal=signal, role="t")
+
+
+def target(
+    rx: OtlpReceiver, protocol: str, signal: str = "traces", **overrides: object
+) -> ExportTarget:
+    endpoint = rx.grpc_endpoint if protocol == "grpc" else f"{rx.http_endpoint}/v1/{signal}"
     fields: dict[str, object] = {
         "kind": "otlp",
         "endpoint": endpoint,
@@ -59,7 +65,7 @@ def target(rx: OtlpReceiver, protocol: str, **overrides: object) -> ExportTarget
 def test_delivers_with_headers_and_compression(
     receiver: OtlpReceiver, protocol: str, compression: str | None
 ) -> None:
-    sender = make_trace_sender(target(receiver, protocol, compression=compression), role="t")
+    sender = sender_for(target(receiver, protocol, compression=compression))
     try:
         assert sender.send(request("hello"))
     finally:
@@ -70,11 +76,36 @@ def test_delivers_with_headers_and_compression(
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_log_requests_reach_the_logs_service(receiver: OtlpReceiver, protocol: str) -> None:
+    record = otlp_wire.log_record(
+        time_ns=5,
+        severity_number=9,
+        severity_text="INFO",
+        body={"action": "add-worker", "nested": [1, b"\x00", None]},
+        attributes={"dask.event.topic": "scheduler"},
+        limits=SpanLimits(),
+        trace_id=7,
+        span_id=8,
+        event_name="dask.event",
+    )
+    body = otlp_wire.RequestEncoder({"service.name": "dask"}, "otel_spans").request([record])
+    sender = sender_for(target(receiver, protocol, "logs"), "logs")
+    try:
+        assert sender.send(body)
+    finally:
+        sender.shutdown()
+    (log,) = receiver.logs()
+    assert log.body == {"action": "add-worker", "nested": [1, b"\x00", None]}
+    assert (log.trace_id, log.span_id) == (f"{7:032x}", f"{8:016x}")
+    assert receiver.spans() == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_retryable_answers_are_retried_until_accepted(
     receiver: OtlpReceiver, protocol: str
 ) -> None:
     receiver.set_mode("unavailable")
-    sender = make_trace_sender(target(receiver, protocol), role="t")
+    sender = sender_for(target(receiver, protocol))
     result: list[bool] = []
     thread = threading.Thread(target=lambda: result.append(sender.send(request())))
     thread.start()
@@ -91,7 +122,7 @@ def test_retryable_answers_are_retried_until_accepted(
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_refusal_is_not_retried(receiver: OtlpReceiver, protocol: str) -> None:
     receiver.set_mode("reject")
-    sender = make_trace_sender(target(receiver, protocol), role="t")
+    sender = sender_for(target(receiver, protocol))
     try:
         assert not sender.send(request())
     finally:
@@ -105,7 +136,7 @@ def test_timeout_bounds_an_export_to_a_hanging_collector(
     receiver: OtlpReceiver, protocol: str
 ) -> None:
     receiver.set_mode("hang")
-    sender = make_trace_sender(target(receiver, protocol, timeout=1.0), role="t")
+    sender = sender_for(target(receiver, protocol, timeout=1.0))
     started = time.monotonic()
     try:
         assert not sender.send(request())
@@ -118,7 +149,7 @@ def test_timeout_bounds_an_export_to_a_hanging_collector(
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_shutdown_aborts_the_back_off(receiver: OtlpReceiver, protocol: str) -> None:
     receiver.set_mode("unavailable")
-    sender = make_trace_sender(target(receiver, protocol, timeout=60.0), role="t")
+    sender = sender_for(target(receiver, protocol, timeout=60.0))
     result: list[bool] = []
     thread = threading.Thread(target=lambda: result.append(sender.send(request())))
     thread.start()
@@ -134,8 +165,16 @@ def test_file_and_none_targets(tmp_path: object) -> None:
     from pathlib import Path
 
     directory = Path(str(tmp_path))
-    sender = make_trace_sender(ExportTarget(kind="file", directory=directory), role="t")
+    sender = sender_for(ExportTarget(kind="file", directory=directory))
     assert sender.send(request("to file"))
     (written,) = directory.glob("traces-t-*.jsonl")
     assert '"name":"to file"' in written.read_text()
-    assert make_trace_sender(ExportTarget(kind="none"), role="t").send(request())
+    record = otlp_wire.log_record(
+        time_ns=5, severity_number=9, severity_text="INFO", body="logged", attributes={},
+        limits=SpanLimits(),
+    )  # fmt: skip
+    logs = otlp_wire.RequestEncoder({}, "otel_spans").request([record])
+    assert sender_for(ExportTarget(kind="file", directory=directory), "logs").send(logs)
+    (written,) = directory.glob("logs-t-*.jsonl")
+    assert '"stringValue":"logged"' in written.read_text()
+    assert sender_for(ExportTarget(kind="none")).send(request())

@@ -190,3 +190,91 @@ def _minimal(span_id: int) -> dict[str, Any]:
         "attributes": {},
         "limits": UNLIMITED,
     }
+
+
+# -- log records --------------------------------------------------------------------------
+bodies = st.recursive(
+    st.one_of(st.none(), scalars, st.binary(max_size=8)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@st.composite
+def log_fields(draw: st.DrawFn) -> dict[str, Any]:
+    correlated = draw(st.booleans())
+    return {
+        "time_ns": draw(times),
+        "severity_number": draw(st.integers(min_value=1, max_value=24)),
+        "severity_text": draw(st.sampled_from(["INFO", "ERROR", ""])),
+        "body": draw(bodies),
+        "attributes": draw(attribute_maps),
+        "trace_id": draw(ids128) if correlated else 0,
+        "span_id": draw(ids64) if correlated else 0,
+        "event_name": draw(st.sampled_from(["dask.event", "dask.task.erred", ""])),
+    }
+
+
+def sdk_log(fields: dict[str, Any]) -> Any:
+    from opentelemetry import trace
+    from opentelemetry._logs import LogRecord, SeverityNumber
+    from opentelemetry.sdk._logs import ReadableLogRecord
+    from opentelemetry.trace import NonRecordingSpan
+
+    context = None
+    if fields["trace_id"]:
+        span = NonRecordingSpan(
+            SpanContext(fields["trace_id"], fields["span_id"], True, TraceFlags(1))
+        )
+        context = trace.set_span_in_context(span)
+    record = LogRecord(
+        timestamp=fields["time_ns"],
+        observed_timestamp=fields["time_ns"],
+        context=context,
+        severity_text=fields["severity_text"],
+        severity_number=SeverityNumber(fields["severity_number"]),
+        body=fields["body"],
+        attributes=fields["attributes"],
+        event_name=fields["event_name"] or None,
+    )
+    return ReadableLogRecord(
+        record,
+        resource=Resource(RESOURCE),
+        instrumentation_scope=InstrumentationScope("otel_spans"),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(log_fields(), min_size=1, max_size=3))
+def test_same_log_request_as_the_sdk_encoder(logs: list[dict[str, Any]]) -> None:
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    encoder = otlp_wire.RequestEncoder(RESOURCE, "otel_spans")
+    ours = encoder.request([otlp_wire.log_record(limits=UNLIMITED, **fields) for fields in logs])
+    assert ExportLogsServiceRequest.FromString(ours) == encode_logs([sdk_log(f) for f in logs])
+
+
+def test_log_limits_cut_strings_at_any_depth_and_count_attributes() -> None:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    limits = SpanLimits(attribute_length=3, attribute_count=1)
+    record = otlp_wire.log_record(
+        time_ns=1,
+        severity_number=9,
+        severity_text="INFO",
+        body={"key": ["abcdef", {"deep": "ghijkl"}]},
+        attributes={"a": "long value", "b": "dropped"},
+        limits=limits,
+    )
+    request = otlp_wire.RequestEncoder({}, "otel_spans").request([record])
+    decoded = ExportLogsServiceRequest.FromString(request)
+    log = decoded.resource_logs[0].scope_logs[0].log_records[0]
+    first, second = log.body.kvlist_value.values[0].value.array_value.values
+    assert first.string_value == "abc"
+    assert second.kvlist_value.values[0].value.string_value == "ghi"
+    assert [kv.value.string_value for kv in log.attributes] == ["lon"]
+    assert log.dropped_attributes_count == 1
+    assert not log.trace_id and not log.span_id and log.flags == 0

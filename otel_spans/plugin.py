@@ -14,7 +14,7 @@ raises into Dask:
   O(history);
 * the metrics tick (``metrics.interval``) reads the cumulative values of the spans
   still *live* for metrics (open, or finished less than ``metrics.settle`` ago) and
-  hands over their growth as counter deltas.
+  hands over their growth as counter deltas, in slices of bounded time.
 
 A Dask span can become not-done after it was exported (a new sub-span, or a worker
 died holding its only results). Its later work is exported as a *continuation*: a new
@@ -165,6 +165,12 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._closed_signals: Signals | None = None
         #: A poll ran out of budget and asked the loop to call it again.
         self._continuing = False
+        #: The spans that poll had no time for, in order.
+        self._deferred: list[str] = []
+        #: Live spans the current metrics pass has still to read (read from the end).
+        self._tick_pending: list[str] = []
+        #: A metrics pass ran out of budget and asked the loop to call it again.
+        self._tick_continuing = False
         self._last_error_log = 0.0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -505,11 +511,16 @@ class OtelSpansPlugin(SchedulerPlugin):
         assert self.settings is not None
         linger = self.settings.traces.linger
         deadline = _time.perf_counter() + _POLL_BUDGET
-        pending = list(candidates)
+        # What the last poll had no time for goes first, so that every span gets its
+        # turn however many others keep changing.
+        pending = [s for s in self._deferred if s in candidates]
+        pending += candidates.difference(pending)
+        self._deferred = []
         for index, span_id in enumerate(pending):
-            if not final and _time.perf_counter() > deadline:
+            if index and not final and _time.perf_counter() > deadline:
                 # Out of budget: the rest is looked at again in a moment.
                 self._dirty.update(s for s in pending[index:] if s in changed)
+                self._deferred = pending[index:]
                 self._continue_soon()
                 break
             open_span = self._open.get(span_id)
@@ -709,31 +720,59 @@ class OtelSpansPlugin(SchedulerPlugin):
             self._internal_error("metrics")
 
     def _metrics_tick(self, final: bool) -> None:
-        """Hand over the growth of every live span's cumulative values since last time."""
+        """Hand over the growth of every live span's cumulative values since last time.
+
+        Reading a span's values costs tens of µs, and a workflow of 1,000 sub-spans
+        keeps them all live until they settle: one pass over them is split into slices
+        of ``_POLL_BUDGET``, each in its own loop iteration. A tick that finds a pass
+        still under way continues it rather than starting over; shutdown's final tick
+        finishes it at once.
+        """
         if self.signals is None or self._scheduler is None:
             return
         self._poll(final=False)  # discover spans that appeared since the last poll
         assert self.settings is not None
+        if not self._tick_pending:
+            self._tick_pending = list(self._live)
         settle = self.settings.metrics.settle
         now = time()
+        deadline = _time.perf_counter() + _POLL_BUDGET
         deltas: list[CounterDelta] = []
-        for span_id, span in list(self._live.items()):
-            track = self._tracks[span_id]
-            deltas.extend(self._span_deltas(span, track))
-            settled = track.exported_at is not None and now - track.exported_at >= settle
-            if settled or final:
-                if track.is_root:
-                    deltas.extend(self._idle_delta(span, track))
-                if settled:
-                    del self._live[span_id]
-        for key, value in snapshots.growth(
-            self._scheduler.cumulative_worker_metrics, self._cluster_seen
-        ):
-            delta = snapshots.worker_metric(None, key, value)
-            if delta is not None:
-                deltas.append(delta)
+        pending = self._tick_pending
+        while pending:
+            span_id = pending.pop()
+            span = self._live.get(span_id)
+            if span is not None:
+                track = self._tracks[span_id]
+                deltas.extend(self._span_deltas(span, track))
+                settled = track.exported_at is not None and now - track.exported_at >= settle
+                if settled or final:
+                    if track.is_root:
+                        deltas.extend(self._idle_delta(span, track))
+                    if settled:
+                        del self._live[span_id]
+            if pending and not final and _time.perf_counter() > deadline:
+                # Out of budget (after at least one span: every slice makes progress).
+                self._continue_tick_soon()
+                break
+        if not pending:
+            for key, value in snapshots.growth(
+                self._scheduler.cumulative_worker_metrics, self._cluster_seen
+            ):
+                delta = snapshots.worker_metric(None, key, value)
+                if delta is not None:
+                    deltas.append(delta)
         self.signals.submit_deltas(deltas)
         self.signals.set_internal_errors(self._internal_errors)
+
+    def _continue_tick_soon(self) -> None:
+        if not self._tick_continuing:
+            self._tick_continuing = True
+            IOLoop.current().add_callback(self._continue_tick)
+
+    def _continue_tick(self) -> None:
+        self._tick_continuing = False
+        self._metrics_safely()
 
     def _span_deltas(self, span: Span, track: _Track) -> list[CounterDelta]:
         out = []

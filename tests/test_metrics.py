@@ -132,6 +132,58 @@ def _diff(expected: dict, got: dict) -> str:
 
 
 @cluster_test(90)
+async def test_sliced_passes_lose_nothing(
+    otlp_receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no time budget at all, every poll and metrics pass reads one span per loop
+    iteration: the passes continue across iterations, every span gets its turn (a
+    span that keeps lingering does not starve the others) and the totals match."""
+    from otel_spans import plugin as plugin_module
+
+    monkeypatch.setattr(plugin_module, "_POLL_BUDGET", 0.0)
+    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, **FAST_METRICS}
+    async with traced_cluster(config) as c:
+        plugin = c.scheduler.plugins["otel-spans"]
+        slices = {"tick": 0, "poll": 0}
+        continue_tick, continue_poll = plugin._continue_tick, plugin._continue_poll
+
+        def count_tick() -> None:
+            slices["tick"] += 1
+            continue_tick()
+
+        def count_poll() -> None:
+            slices["poll"] += 1
+            continue_poll()
+
+        plugin._continue_tick, plugin._continue_poll = count_tick, count_poll
+        with span("many"):
+            for i in range(20):
+                with span(f"part-{i}"):
+                    # tuple keys: one task group (hence one span) per part
+                    assert await c.client.submit(abs, -i, key=(f"part-{i}", 0)) == i
+        await workload(c)
+        expected = expected_from_scheduler(c.scheduler)
+        for i in range(20):
+            attrs = {
+                "dask.span.name": f"many/part-{i}",
+                "dask.span.root": "many",
+                "dask.task.prefix": "part",  # key_split("part-3")
+                "dask.task.state": "memory",
+            }
+            expected[("dask.span.tasks", tuple(sorted(attrs.items())))] = 1
+
+        def matches() -> bool:
+            got = latest(otlp_receiver.metrics())
+            return all(got.get(k) == pytest.approx(v, rel=1e-9) for k, v in expected.items())
+
+        await await_until(matches, 30, lambda: _diff(expected, latest(otlp_receiver.metrics())))
+        await await_until(lambda: plugin.stats()["open_spans"] == 0, 30)
+    assert slices["tick"] > 20 and slices["poll"] > 20, slices
+    exported = {s.name for s in otlp_receiver.spans() if s.attributes.get("dask.span.id")}
+    assert {f"part-{i}" for i in range(20)} <= exported
+
+
+@cluster_test(90)
 async def test_prometheus_scrapes_the_pull_endpoint(prometheus: Any) -> None:
     config = {
         "otel-spans.metrics.exporter": "none",

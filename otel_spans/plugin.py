@@ -195,14 +195,17 @@ class OtelSpansPlugin(SchedulerPlugin):
             instance_id=scheduler.id,
             scheduler_address=scheduler.address,
         )
-        self._dag = DagTracker(
-            scheduler,
-            submit=self.signals.submit_span,
-            log=self.signals.submit_log if settings.logs.erred_tasks else None,
-            max_error_stories=settings.traces.max_error_stories,
-            max_length=settings.max_attribute_length,
-            exception_messages=settings.capture.exceptions == "message",
-        )
+        erred_logs = settings.logs.erred_tasks and settings.logs.target.kind != "none"
+        if self.signals.traces_enabled or erred_logs:
+            # Without traces and erred-task logs nothing would read the DAG.
+            self._dag = DagTracker(
+                scheduler,
+                submit=self.signals.submit_span,
+                log=self.signals.submit_log if erred_logs else None,
+                max_error_stories=settings.traces.max_error_stories,
+                max_length=settings.max_attribute_length,
+                exception_messages=settings.capture.exceptions == "message",
+            )
         scheduler.handlers["otel_spans_stats"] = self.stats
         self._callbacks = [
             PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000),
@@ -626,7 +629,13 @@ class OtelSpansPlugin(SchedulerPlugin):
         self.signals.submit_deltas(self._cpu_delta(span, track, record.active_cpu_seconds))
 
     def _record(self, span: Span, track: _Track, *, done: bool) -> SpanRecord:
-        """Snapshot a Dask span; O(task groups in its subtree)."""
+        """Snapshot a Dask span; O(task groups in its subtree).
+
+        Without traces only what the metrics read is filled in (ids, times, CPU, the
+        workflow analysis): the subtree walks feed span attributes alone.
+        """
+        assert self.signals is not None
+        full = self.signals.traces_enabled
         continuation = track.exports
         if continuation:
             span_id = ids.dask_span_id(span.id, continuation)
@@ -649,22 +658,23 @@ class OtelSpansPlugin(SchedulerPlugin):
             else:
                 parent_span_id = caller_span
         stop = span.stop
-        groups = list(span.traverse_groups())
+        groups = list(span.traverse_groups()) if full else []
         states: dict[str, int] = {}
-        for node in span.traverse_spans():
+        for node in span.traverse_spans() if full else ():
             node_track = self._tracks.get(node.id)
             if node_track is not None:
                 for (_, state), count in node_track.finished.items():
                     states[state] = states.get(state, 0) + count
-        if not done:
+        if full and not done:
             for state, count in snapshots.pending_states(span).items():
                 states[state] = states.get(state, 0) + count
         assert self.settings is not None
-        events = self._computations(span) if not continuation else ()
+        events = self._computations(span) if full and not continuation else ()
         extra: tuple[tuple[str, Any], ...] = ()
         if track.is_root and done:
             extra = workflow_analysis.analysis_attributes(span)
-            events += workflow_analysis.nthreads_events(span)
+            if full:
+                events += workflow_analysis.nthreads_events(span)
         return SpanRecord(
             uuid=span.id,
             tags=track.tags,
@@ -686,7 +696,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             active_cpu_seconds=span.active_cpu_seconds,
             code=snapshots.code_snippets(
                 span, self.settings.capture.code, self.settings.code_snippet_length
-            ),
+            )
+            if full
+            else (),
             events=events,
             links=links,
             extra=extra,

@@ -57,6 +57,8 @@ class Signals:
     def _init_traces(self, role: str) -> None:
         settings = self.settings
         trace_settings = settings.traces
+        #: False when traces go nowhere: then nothing is built for them at all.
+        self.traces_enabled = trace_settings.target.kind != "none"
         self._trace_sender = make_request_sender(trace_settings.target, signal="traces", role=role)
         encoder = self._request_encoder()
         limits = settings.span_limits
@@ -81,6 +83,8 @@ class Signals:
         )
 
     def submit_span(self, record: TraceRecord) -> bool:
+        if not self.traces_enabled:
+            return True
         return self.spans.submit(record)
 
     def _request_encoder(self) -> otlp_wire.RequestEncoder:

@@ -232,7 +232,8 @@ async def test_five_thousand_span_names_stay_within_the_budget(
     config = {
         "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
         "otel-spans.metrics.max-span-names": 100,
-        "otel-spans.traces.exporter": "none",
+        "otel-spans.traces.exporter": "none",  # metrics only
+        "otel-spans.logs.exporter": "none",
         "distributed.scheduler.worker-saturation": float("inf"),
         "otel-spans.metrics.interval": "1s",
     }
@@ -260,6 +261,12 @@ async def test_five_thousand_span_names_stay_within_the_budget(
             return got.get(key) if sum(tasks) == 5000 else None
 
         overflow_count = await await_until(overflowed, 60, interval=0.5)
+        # Without traces nothing is built for them, but the span metrics that come from
+        # a span's export (duration, workflow efficiency) still are.
+        assert "dag" not in c.scheduler.plugins["otel-spans"].stats()
+    assert otlp_receiver.records("traces") == []
+    exported = {p.name for p in flatten_metrics(otlp_receiver.records("metrics")[-1])}
+    assert {"dask.span.duration", "dask.workflow.efficiency"} <= exported
     names = {
         p.attributes["dask.span.name"]
         for p in flatten_metrics(otlp_receiver.records("metrics")[-1])

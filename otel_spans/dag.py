@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from distributed.metrics import time
+
 from otel_spans import ids, semconv
 from otel_spans.records import (
     EventRecord,
@@ -243,8 +245,6 @@ class DagTracker:
 
     @staticmethod
     def scheduler_time() -> float:
-        from distributed.metrics import time
-
         return time()
 
     def _story(self, key: Any) -> tuple[EventRecord, ...]:

@@ -73,6 +73,9 @@ _ERROR_LOG_EVERY = 60.0
 #: scheduler work runs in between; shutdown's final poll has no budget.
 _POLL_BUDGET = 0.005
 
+#: Most event topics whose log decision is remembered.
+_MAX_TOPICS = 1000
+
 _PREFIX = semconv.ATTR_TASK_PREFIX
 _STATE = semconv.ATTR_TASK_STATE
 
@@ -158,6 +161,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._dag: DagTracker | None = None
         #: Root Dask span uuid -> the caller context its tasks were annotated with.
         self._upstream: dict[str, tuple[int, int, bool]] = {}
+        #: Event topic -> whether its events become log records (bounded).
+        self._topics: dict[Any, bool] = {}
         #: Recent worker removals already handled (insertion-ordered, bounded).
         self._removals: dict[tuple[Any, Any], None] = {}
         self._internal_errors = 0
@@ -361,10 +366,7 @@ class OtelSpansPlugin(SchedulerPlugin):
                         del self._removals[next(iter(self._removals))]
                     self._dag.lost(msg.get("processing-tasks") or ())
                     self._dag.lost(msg.get("lost-computed-tasks") or ())
-            logs = self.settings.logs
-            if logs.target.kind == "none" or not _matches(topic, logs.topics):
-                return
-            if _matches(topic, logs.exclude_topics):
+            if not self._topic_logged(topic):
                 return
             attributes: tuple[tuple[str, str], ...] = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
             if action is not None:
@@ -382,6 +384,23 @@ class OtelSpansPlugin(SchedulerPlugin):
             )
         except Exception:
             self._internal_error("log_event")
+
+    def _topic_logged(self, topic: Any) -> bool:
+        """Whether events of ``topic`` become log records; remembered per topic, since a
+        busy scheduler logs an event per client call and the globs cost µs each."""
+        known = self._topics.get(topic)
+        if known is None:
+            assert self.settings is not None
+            logs = self.settings.logs
+            known = (
+                logs.target.kind != "none"
+                and _matches(topic, logs.topics)
+                and not _matches(topic, logs.exclude_topics)
+            )
+            if len(self._topics) >= _MAX_TOPICS:  # per-worker topics come and go
+                self._topics.clear()
+            self._topics[topic] = known
+        return known
 
     def _event_body(self, msg: Any) -> Any:
         """A copy of the event; without its exception texts unless they may be captured."""

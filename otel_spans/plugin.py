@@ -28,7 +28,7 @@ import asyncio
 import fnmatch
 import logging
 import time as _time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -168,14 +168,14 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._internal_errors = 0
         #: The pipelines after close(): their final counters stay readable in stats().
         self._closed_signals: Signals | None = None
-        #: A poll ran out of budget and asked the loop to call it again.
-        self._continuing = False
+        #: A poll that ran out of budget goes on from here in the next loop iteration.
+        self._resume_poll = _Resume(self._poll_safely)
         #: The spans that poll had no time for, in order.
         self._deferred: list[str] = []
         #: Live spans the current metrics pass has still to read (read from the end).
         self._tick_pending: list[str] = []
-        #: A metrics pass ran out of budget and asked the loop to call it again.
-        self._tick_continuing = False
+        #: A metrics pass that ran out of budget goes on from here likewise.
+        self._resume_tick = _Resume(self._metrics_safely)
         self._last_error_log = 0.0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -482,15 +482,6 @@ class OtelSpansPlugin(SchedulerPlugin):
         return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace)
 
     # -- the trace poll -----------------------------------------------------------------
-    def _continue_soon(self) -> None:
-        if not self._continuing:
-            self._continuing = True
-            IOLoop.current().add_callback(self._continue_poll)
-
-    def _continue_poll(self) -> None:
-        self._continuing = False
-        self._poll_safely()
-
     def _poll_safely(self, final: bool = False) -> None:
         try:
             self._poll(final)
@@ -543,7 +534,7 @@ class OtelSpansPlugin(SchedulerPlugin):
                 # Out of budget: the rest is looked at again in a moment.
                 self._dirty.update(s for s in pending[index:] if s in changed)
                 self._deferred = pending[index:]
-                self._continue_soon()
+                self._resume_poll.soon()
                 break
             open_span = self._open.get(span_id)
             if open_span is None:
@@ -761,9 +752,10 @@ class OtelSpansPlugin(SchedulerPlugin):
         """
         if self.signals is None or self._scheduler is None:
             return
-        self._poll(final=False)  # discover spans that appeared since the last poll
         assert self.settings is not None
         if not self._tick_pending:
+            # A new pass: first discover the spans that appeared since the last poll.
+            self._poll(final=False)
             self._tick_pending = list(self._live)
         settle = self.settings.metrics.settle
         now = time()
@@ -784,7 +776,7 @@ class OtelSpansPlugin(SchedulerPlugin):
                         del self._live[span_id]
             if pending and not final and _time.perf_counter() > deadline:
                 # Out of budget (after at least one span: every slice makes progress).
-                self._continue_tick_soon()
+                self._resume_tick.soon()
                 break
         if not pending:
             for key, value in snapshots.growth(
@@ -795,15 +787,6 @@ class OtelSpansPlugin(SchedulerPlugin):
                     deltas.append(delta)
         self.signals.submit_deltas(deltas)
         self.signals.set_internal_errors(self._internal_errors)
-
-    def _continue_tick_soon(self) -> None:
-        if not self._tick_continuing:
-            self._tick_continuing = True
-            IOLoop.current().add_callback(self._continue_tick)
-
-    def _continue_tick(self) -> None:
-        self._tick_continuing = False
-        self._metrics_safely()
 
     def _span_deltas(self, span: Span, track: _Track) -> list[CounterDelta]:
         out = []
@@ -856,6 +839,26 @@ class OtelSpansPlugin(SchedulerPlugin):
         if now - self._last_error_log >= _ERROR_LOG_EVERY:
             self._last_error_log = now
             logger.exception("otel-spans: internal error in %s (ignored)", where)
+
+
+class _Resume:
+    """Calls ``callback`` in the next loop iteration, once however often it is asked.
+
+    How the poll and the metrics pass go on after running out of time budget.
+    """
+
+    def __init__(self, callback: Callable[[], None]):
+        self.callback = callback
+        self._pending = False
+
+    def soon(self) -> None:
+        if not self._pending:
+            self._pending = True
+            IOLoop.current().add_callback(self._run)
+
+    def _run(self) -> None:
+        self._pending = False
+        self.callback()
 
 
 def _matches(topic: str, patterns: tuple[str, ...]) -> bool:

@@ -145,17 +145,17 @@ async def test_sliced_passes_lose_nothing(
     async with traced_cluster(config) as c:
         plugin = c.scheduler.plugins["otel-spans"]
         slices = {"tick": 0, "poll": 0}
-        continue_tick, continue_poll = plugin._continue_tick, plugin._continue_poll
+        tick, poll = plugin._resume_tick.callback, plugin._resume_poll.callback
 
         def count_tick() -> None:
             slices["tick"] += 1
-            continue_tick()
+            tick()
 
         def count_poll() -> None:
             slices["poll"] += 1
-            continue_poll()
+            poll()
 
-        plugin._continue_tick, plugin._continue_poll = count_tick, count_poll
+        plugin._resume_tick.callback, plugin._resume_poll.callback = count_tick, count_poll
         with span("many"):
             for i in range(20):
                 with span(f"part-{i}"):

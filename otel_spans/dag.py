@@ -67,6 +67,15 @@ class _Group:
     exported: bool = False
 
 
+def compute_seconds(startstops: Iterable[dict[str, Any]] | None) -> float:
+    """Seconds a finished task spent computing, from the phases its worker reported."""
+    total = 0.0
+    for phase in startstops or ():
+        if phase.get("action") == "compute":
+            total += phase["stop"] - phase["start"]
+    return total
+
+
 def _phases(startstops: Iterable[dict[str, Any]]) -> tuple[PhaseRecord, ...]:
     return tuple(
         PhaseRecord(
@@ -152,9 +161,16 @@ class DagTracker:
             self._reruns[key] = self._reruns.get(key, 0) + 1
 
     def task_finished(
-        self, ts: TaskState, start: str, finish: str, kwargs: dict[str, Any], span: SpanContextInfo
+        self,
+        ts: TaskState,
+        start: str,
+        finish: str,
+        kwargs: dict[str, Any],
+        span: SpanContextInfo,
+        duration: float,
     ) -> int:
-        """Account for a finished task; returns its task span id when it got one, else 0."""
+        """Account for a finished task that computed for ``duration`` seconds
+        (:func:`compute_seconds`); returns its task span id when it got one, else 0."""
         tg = ts.group
         group = self.group(tg, span)
         if finish == "memory":
@@ -164,11 +180,6 @@ class DagTracker:
         worker = kwargs.get("worker")
         if worker and group.workers is not None and len(group.workers) < _MAX_WORKERS:
             group.workers.add(worker)
-        startstops = kwargs.get("startstops") or ()
-        duration = 0.0
-        for phase in startstops:
-            if phase.get("action") == "compute":
-                duration += phase["stop"] - phase["start"]
         key = ts.key
         reruns = self._reruns.pop(key, 0) if self._reruns else 0
         must_keep = None

@@ -40,7 +40,7 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 from otel_spans import config, ids, semconv, snapshots, workflow_analysis
 from otel_spans.config import Settings
 from otel_spans.context import parse_traceparent
-from otel_spans.dag import DagTracker, SpanContextInfo
+from otel_spans.dag import DagTracker, SpanContextInfo, compute_seconds
 from otel_spans.records import (
     CounterDelta,
     EventRecord,
@@ -278,15 +278,24 @@ class OtelSpansPlugin(SchedulerPlugin):
                 return
             if finish == "released" or (finish == "memory" and start != "processing"):
                 return
+            startstops = kwargs.get("startstops")
+            compute = compute_seconds(startstops)
             task_span_id = 0
             if self._dag is not None:
-                task_span_id = self._dag.task_finished(ts, start, finish, kwargs, track.info)
+                task_span_id = self._dag.task_finished(
+                    ts, start, finish, kwargs, track.info, compute
+                )
             prefix = ts.group.prefix.name
             counter = (prefix, finish)
             track.finished[counter] = track.finished.get(counter, 0) + 1
             if finish == "memory":
                 track.output[prefix] = track.output.get(prefix, 0) + (kwargs.get("nbytes") or 0)
-                self._observe_task(track, prefix, kwargs.get("startstops"), task_span_id)
+                if startstops and self.signals is not None:
+                    # The compute time into the duration histogram; an exemplar when the
+                    # task has a span.
+                    self.signals.record_task_duration(
+                        track.tags, prefix, compute, track.trace_id, task_span_id
+                    )
         except Exception:
             self._internal_error("transition")
 
@@ -429,16 +438,6 @@ class OtelSpansPlugin(SchedulerPlugin):
         if track is None:
             return {}
         return {"trace_id": track.trace_id, "span_id": track.otel_span_id}
-
-    def _observe_task(self, track: _Track, prefix: str, startstops: Any, task_span_id: int) -> None:
-        """The task's compute time into the duration histogram; an exemplar if it has a span."""
-        if not startstops or self.signals is None:
-            return
-        compute = 0.0
-        for phase in startstops:
-            if phase.get("action") == "compute":
-                compute += phase["stop"] - phase["start"]
-        self.signals.record_task_duration(track.tags, prefix, compute, track.trace_id, task_span_id)
 
     # -- discovery ------------------------------------------------------------------------
     def _extension(self) -> SpansSchedulerExtension | None:

@@ -1,8 +1,9 @@
 """The DAG inside a Dask span: task groups, sampled task runs, their phases and errors.
 
 Dask side, on the scheduler's event loop (driven by :mod:`otel_spans.plugin`). Per
-finished task the work is a few dict updates and one sampling decision; a
-:class:`TaskRecord` is built only for a task that is kept. Per task group it keeps one
+finished task the work is a few dict updates and one sampling decision; a task that is
+kept leaves a :class:`PendingTask` (its span id and references), and its
+:class:`TaskRecord` is built on the exporter thread. Per task group it keeps one
 small :class:`_Group`; per-task state ends with the sampling decision (see
 :mod:`otel_spans.sampling`), so memory is O(groups + kept tasks).
 """
@@ -89,6 +90,63 @@ def _phases(startstops: Iterable[dict[str, Any]]) -> tuple[PhaseRecord, ...]:
     )
 
 
+@dataclass(slots=True)
+class PendingTask:
+    """A kept task run whose :class:`TaskRecord` is built later, on the exporter thread.
+
+    A full record (phases, texts of the dependency keys, a frozen dataclass of 17 fields)
+    costs about 25 µs; the loop would pay it for every task entering a group's slowest
+    K, including those that drop out again. Here the loop only derives the span id
+    (the exemplar of the task's duration points at it) and keeps references to values
+    nobody changes after the transition: the key's text, dependency *keys* (never
+    task states), and the transition's own ``kwargs`` dict, whose values are what the
+    worker reported.
+    """
+
+    key: str
+    prefix: str
+    group: str
+    trace_id: int
+    span_id: int
+    parent_span_id: int
+    state: str
+    attempt: int
+    sampled_because: str
+    #: Scheduler time of the transition: the span's time when the worker sent no phases.
+    finished_at: float
+    kwargs: dict[str, Any]
+    dependencies: tuple[Any, ...]
+
+    def build(
+        self, *, exception: ExceptionRecord | None = None, events: tuple[EventRecord, ...] = ()
+    ) -> TaskRecord:
+        kwargs = self.kwargs
+        phases = _phases(kwargs.get("startstops") or ())
+        now = ns(self.finished_at)
+        thread = kwargs.get("thread")
+        return TaskRecord(
+            key=self.key,
+            prefix=self.prefix,
+            group=self.group,
+            trace_id=self.trace_id,
+            span_id=self.span_id,
+            parent_span_id=self.parent_span_id,
+            state=self.state,
+            worker=str(kwargs.get("worker") or ""),
+            thread=thread if isinstance(thread, int) else None,
+            nbytes=int(kwargs.get("nbytes") or 0),
+            typename=str(kwargs.get("typename") or ""),
+            attempt=self.attempt,
+            sampled_because=self.sampled_because,
+            start_ns=min((p.start_ns for p in phases), default=now),
+            end_ns=max((p.end_ns for p in phases), default=now),
+            phases=phases,
+            dependencies=tuple(str(key) for key in self.dependencies),
+            exception=exception,
+            events=events,
+        )
+
+
 def exception_record(
     kwargs: dict[str, Any], max_length: int, *, messages: bool = True
 ) -> ExceptionRecord:
@@ -118,7 +176,7 @@ class DagTracker:
         self,
         scheduler: Scheduler,
         *,
-        submit: Callable[[GroupRecord | TaskRecord], object],
+        submit: Callable[[GroupRecord | TaskRecord | PendingTask], object],
         log: Callable[[LogEntry], object] | None,
         max_error_stories: int,
         max_length: int,
@@ -130,7 +188,7 @@ class DagTracker:
         self.max_error_stories = max_error_stories
         self.max_length = max_length
         self.exception_messages = exception_messages
-        self.sampler: TaskSampler[TaskRecord] = TaskSampler()
+        self.sampler: TaskSampler[PendingTask | TaskRecord] = TaskSampler()
         self._groups: dict[TaskGroup, _Group] = {}
         #: (Dask span uuid, group name) -> how many groups of that name the span had.
         self._names: dict[tuple[str, str], int] = {}
@@ -199,16 +257,22 @@ class DagTracker:
         if decision is None and not erred_here:
             return 0
         reason = SLOWEST if decision == "hold" else (decision or "")
-        record = self._task_record(ts, finish, kwargs, span, group, reruns + 1, reason)
+        pending = self._pending(ts, finish, kwargs, span, group, reruns + 1, reason)
+        record: PendingTask | TaskRecord = pending
+        if finish == "erred":
+            # Built at once: the exception and the scheduler's story of the key are read
+            # now, on the loop, and the erred-task log needs them too.
+            record = self._erred_record(ts, kwargs, span, pending)
         if decision == "hold":
             self.sampler.hold(tg, span.trace_id, policy, duration, record)
         elif decision is not None:
             self.submit(record)
         if erred_here and self.log is not None:
+            assert isinstance(record, TaskRecord)
             self.log(self._erred_log(record, kwargs, span, kept=decision is not None))
-        return record.span_id if decision is not None else 0
+        return pending.span_id if decision is not None else 0
 
-    def _task_record(
+    def _pending(
         self,
         ts: TaskState,
         finish: str,
@@ -217,22 +281,9 @@ class DagTracker:
         group: _Group,
         attempt: int,
         reason: str,
-    ) -> TaskRecord:
+    ) -> PendingTask:
         key = str(ts.key)
-        phases = _phases(kwargs.get("startstops") or ())
-        now = ns(self.scheduler_time())
-        start_ns = min((p.start_ns for p in phases), default=now)
-        end_ns = max((p.end_ns for p in phases), default=now)
-        exception = None
-        events: tuple[EventRecord, ...] = ()
-        if finish == "erred":
-            exception = exception_record(kwargs, self.max_length, messages=self.exception_messages)
-            if span.stories < self.max_error_stories:
-                span.stories += 1
-                events = self._story(ts.key)
-        thread = kwargs.get("thread")
-        dependencies = tuple(str(dep.key) for dep in islice(ts.dependencies, _MAX_DEPENDENCIES))
-        return TaskRecord(
+        return PendingTask(
             key=key,
             prefix=ts.prefix.name,
             group=ts.group.name,
@@ -240,19 +291,22 @@ class DagTracker:
             span_id=ids.span_id_for(span.uuid, "task", key, attempt),
             parent_span_id=group.span_id,
             state=finish,
-            worker=str(kwargs.get("worker") or ""),
-            thread=thread if isinstance(thread, int) else None,
-            nbytes=int(kwargs.get("nbytes") or 0),
-            typename=str(kwargs.get("typename") or ""),
             attempt=attempt,
             sampled_because=reason,
-            start_ns=start_ns,
-            end_ns=end_ns,
-            phases=phases,
-            dependencies=dependencies,
-            exception=exception,
-            events=events,
+            finished_at=self.scheduler_time(),
+            kwargs=kwargs,
+            dependencies=tuple(dep.key for dep in islice(ts.dependencies, _MAX_DEPENDENCIES)),
         )
+
+    def _erred_record(
+        self, ts: TaskState, kwargs: dict[str, Any], span: SpanContextInfo, pending: PendingTask
+    ) -> TaskRecord:
+        exception = exception_record(kwargs, self.max_length, messages=self.exception_messages)
+        events: tuple[EventRecord, ...] = ()
+        if span.stories < self.max_error_stories:
+            span.stories += 1
+            events = self._story(ts.key)
+        return pending.build(exception=exception, events=events)
 
     @staticmethod
     def scheduler_time() -> float:

@@ -252,7 +252,12 @@ class OtelSpansPlugin(SchedulerPlugin):
         signals = self.signals or self._closed_signals
         if signals is not None:
             out.update(signals.stats())
-        out["internal_errors"] = self._internal_errors  # the plugin's count is the current one
+        # The plugin's count is the current one; the exporter threads count their own.
+        out["internal_errors"] = (
+            signals.internal_errors(self._internal_errors)
+            if signals is not None
+            else self._internal_errors
+        )
         return out
 
     # -- hooks (event loop) -------------------------------------------------------------

@@ -15,6 +15,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 
 from otel_spans import logs, otlp_wire, semconv, traces
 from otel_spans.config import Settings
+from otel_spans.dag import PendingTask
 from otel_spans.exporting import (
     CountingMetricExporter,
     ExportPipeline,
@@ -35,7 +36,7 @@ from otel_spans.records import (
 from otel_spans.task_histogram import TaskDurationHistogram
 
 #: Everything that becomes spans: Dask spans, task groups, task runs (with phases).
-TraceRecord = SpanRecord | GroupRecord | TaskRecord
+TraceRecord = SpanRecord | GroupRecord | TaskRecord | PendingTask
 
 logger = logging.getLogger("otel_spans")
 
@@ -48,7 +49,10 @@ class Signals:
         self.resource = build_resource(
             settings, instance_id=instance_id, scheduler_address=scheduler_address
         )
+        #: Errors of ours caught on the event loop (the plugin counts them).
         self._internal_errors = 0
+        #: ... and on the exporter threads.
+        self._export_errors = 0
         self._init_traces(role)
         self._init_metrics(role)
         self._init_logs(role)
@@ -70,8 +74,12 @@ class Signals:
                     spans.append(traces.dask_span(record, limits=limits))
                 elif isinstance(record, GroupRecord):
                     spans.append(traces.group_span(record, limits=limits))
-                else:
+                elif isinstance(record, TaskRecord):
                     spans.extend(traces.task_spans(record, limits=limits))
+                else:
+                    task = self._build(record)
+                    if task is not None:
+                        spans.extend(traces.task_spans(task, limits=limits))
             return self._trace_sender.send(encoder.request(spans))
 
         self.spans: ExportPipeline[TraceRecord] = ExportPipeline(
@@ -81,6 +89,16 @@ class Signals:
             queue_size=settings.queue_size,
             batch_size=settings.batch_size,
         )
+
+    def _build(self, pending: PendingTask) -> TaskRecord | None:
+        """The record of a kept task, on the exporter thread; a bad one costs only itself."""
+        try:
+            return pending.build()
+        except Exception:
+            self._export_errors += 1
+            if self._export_errors == 1:
+                logger.exception("otel-spans: task %r could not be recorded (ignored)", pending.key)
+            return None
 
     def submit_span(self, record: TraceRecord) -> bool:
         if not self.traces_enabled:
@@ -171,14 +189,19 @@ class Signals:
         return text
 
     def set_internal_errors(self, count: int) -> None:
+        """The plugin's own count, reported with the exporter threads' one."""
         self._internal_errors = count
+
+    def internal_errors(self, on_loop: int | None = None) -> int:
+        """Errors of ours caught anywhere: ``on_loop`` (default: the last count set) + ours."""
+        return (self._internal_errors if on_loop is None else on_loop) + self._export_errors
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "traces": self.spans.stats().as_dict(),
             "observations": self.observations.stats().as_dict(),
             "logs": self.logs.stats().as_dict(),
-            "internal_errors": self._internal_errors,
+            "internal_errors": self.internal_errors(),
         }
         if self._metric_exporter is not None:
             out["metric_exports"] = {

@@ -8,11 +8,13 @@ unchanged, and that otel-spans caught nothing (``internal_errors`` stays 0).
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from distributed import Client, span, wait
 
+from otel_spans.dag import PendingTask
 from tests.cluster import await_until, cluster_test, stats, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan
@@ -212,3 +214,44 @@ async def test_odd_keys_strange_exceptions_and_unpicklable_results(
     assert next(e for e in erred["fail-unprintable"].events if e.name == "exception")
     for log in otlp_receiver.logs():
         assert len(str(log.body)) <= 2 * 4096 + 100
+
+
+@cluster_test(60)
+async def test_a_task_that_cannot_be_recorded_costs_only_itself(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """Kept tasks are recorded on the exporter thread, from what the worker reported.
+
+    Should a report ever be malformed, that one task span is missing and counted as an
+    internal error; the other records of its batch are exported, and nothing reaches
+    the scheduler.
+    """
+    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint}
+    async with traced_cluster(config) as (client, scheduler, _):
+        signals = scheduler.plugins["otel-spans"].signals
+        good = PendingTask(
+            key="good",
+            prefix="good",
+            group="good",
+            trace_id=1,
+            span_id=2,
+            parent_span_id=3,
+            state="memory",
+            attempt=1,
+            sampled_because="slowest",
+            finished_at=1.5,
+            kwargs={"startstops": [{"action": "compute", "start": 1.0, "stop": 2.0}]},
+            dependencies=(("dep", 0),),
+        )
+        bad_phase = {"action": "compute", "start": "noon", "stop": 2.0}
+        bad = replace(good, key="bad", span_id=4, kwargs={"startstops": [bad_phase]})
+        assert signals.submit_span(bad) and signals.submit_span(good)
+        got = await await_until(
+            lambda: [s for s in otlp_receiver.spans() if s.attributes.get("dask.task.key")]
+        )
+        assert (await stats(client))["internal_errors"] == 1
+        assert await client.submit(inc, 1, key="inc-after") == 2
+    (task,) = got
+    assert task.attributes["dask.task.key"] == "good"
+    assert task.attributes["dask.task.dependencies"] == ["('dep', 0)"]
+    assert (task.start_ns, task.end_ns) == (1_000_000_000, 2_000_000_000)

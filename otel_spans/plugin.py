@@ -239,6 +239,26 @@ class OtelSpansPlugin(SchedulerPlugin):
             await asyncio.wait_for(asyncio.to_thread(signals.close, timeout), timeout + 1.0)
         except asyncio.TimeoutError:
             logger.warning("otel-spans: exporters did not stop within %.1fs", timeout)
+        self._release()
+
+    def _release(self) -> None:
+        """Forget every span once closed (see ``Signals._release_metrics`` for why)."""
+        self._dag = None
+        for state in (
+            self._tracks,
+            self._open,
+            self._live,
+            self._reopened,
+            self._dirty,
+            self._lingering,
+            self._cluster_seen,
+            self._upstream,
+            self._topics,
+            self._removals,
+            self._deferred,
+            self._tick_pending,
+        ):
+            state.clear()
 
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
@@ -451,6 +471,8 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def _discover(self, span_id: str) -> _Track | None:
         """Track a span seen for the first time (in a transition, before any poll)."""
+        if self.signals is None:
+            return None  # closed, or never started: nothing may be tracked again
         ext = self._extension()
         span = ext.spans.get(span_id) if ext is not None else None
         return self._track(span) if span is not None else None

@@ -151,16 +151,25 @@ class Signals:
         if m.prometheus_port is not None:
             self.prometheus = PrometheusEndpoint(m.prometheus_host, m.prometheus_port, inject)
             readers.append(self.prometheus.reader)
-        self.meter_provider = MeterProvider(resource=self.resource, metric_readers=readers)
+        self._prometheus_port = self.prometheus.port if self.prometheus is not None else None
+        self.meter_provider: MeterProvider | None = MeterProvider(
+            resource=self.resource, metric_readers=readers
+        )
         meter = self.meter_provider.get_meter(semconv.SCOPE_NAME)
-        self.instruments = Instruments(meter, self.metric_state, self.stats)
+        self._instruments: Instruments | None = Instruments(meter, self.metric_state, self.stats)
+        #: The metric exports' counts once the exporter is released.
+        self._final_metric_exports: dict[str, int] | None = None
         self.observations: ExportPipeline[Observation] = ExportPipeline(
             "observations",
-            self.instruments.record,
+            self._record_observations,
             lambda: None,
             queue_size=self.settings.queue_size,
             batch_size=self.settings.batch_size,
         )
+
+    def _record_observations(self, batch: list[Observation]) -> bool:
+        instruments = self._instruments
+        return instruments.record(batch) if instruments is not None else False
 
     def submit_deltas(self, deltas: Iterable[CounterDelta]) -> None:
         self.metric_state.add(deltas)
@@ -203,14 +212,18 @@ class Signals:
             "logs": self.logs.stats().as_dict(),
             "internal_errors": self.internal_errors(),
         }
-        if self._metric_exporter is not None:
-            out["metric_exports"] = {
-                "exported": self._metric_exporter.exported,
-                "failed": self._metric_exporter.failed,
-            }
-        if self.prometheus is not None:
-            out["prometheus_port"] = self.prometheus.port
+        metric_exports = self._metric_export_counts()
+        if metric_exports is not None:
+            out["metric_exports"] = metric_exports
+        if self._prometheus_port is not None:
+            out["prometheus_port"] = self._prometheus_port
         return out
+
+    def _metric_export_counts(self) -> dict[str, int] | None:
+        exporter = self._metric_exporter
+        if exporter is None:
+            return self._final_metric_exports
+        return {"exported": exporter.exported, "failed": exporter.failed}
 
     def close(self, timeout: float) -> None:
         """Flush and stop everything within about ``timeout`` seconds in all."""
@@ -220,8 +233,27 @@ class Signals:
         self.observations.close(share)
         try:
             # A final collection and export, bounded by the share of the deadline.
-            self.meter_provider.shutdown(timeout_millis=share * 1000)
+            if self.meter_provider is not None:
+                self.meter_provider.shutdown(timeout_millis=share * 1000)
         except Exception:
             logger.exception("otel-spans: metrics shutdown failed")
         if self.prometheus is not None:
             self.prometheus.close()
+        self._release_metrics()
+
+    def _release_metrics(self) -> None:
+        """Let go of the metric SDK and of every series once closed.
+
+        A closed scheduler can stay alive, and its plugins with it: distributed keeps
+        every handler it was asked about in an unbounded cache (``core._expects_comm``),
+        so each scheduler a process ever ran lives on. Held from there, the meter
+        provider, its series and the task histogram would be tens of thousands of
+        objects per scheduler that every full garbage collection walks again.
+        """
+        self._final_metric_exports = self._metric_export_counts()
+        self._metric_exporter = None
+        self.prometheus = None
+        self.meter_provider = None
+        self._instruments = None
+        self.metric_state = MetricsState(self.settings.metrics)
+        self.task_durations = TaskDurationHistogram()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import time
+import weakref
 
 import pytest
 from distributed import Client, Scheduler, span
@@ -282,3 +284,38 @@ def slow_square(x: int) -> int:
 
 async def _exported_some(client: Client) -> bool:
     return bool((await stats(client))["traces"]["exported"])
+
+
+@cluster_test(60)
+async def test_a_closed_scheduler_that_lives_on_holds_nothing_of_ours(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """distributed keeps closed schedulers alive (an unbounded cache of handlers), and
+    their plugins with them. What otel-spans held must go at close: otherwise every
+    scheduler a process ever ran keeps its spans, DAG and metric series, and every full
+    garbage collection of the process walks them again.
+    """
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "otel-spans.metrics.interval": "200ms",
+    }
+    async with traced_cluster(config) as (client, scheduler, _):
+        with span("work"):
+            assert await client.gather(client.map(square, range(10))) == [i * i for i in range(10)]
+        plugin = scheduler.plugins["otel-spans"]
+        signals = plugin.signals
+        assert signals is not None and plugin._dag is not None
+        held = {
+            "meter provider": weakref.ref(signals.meter_provider),
+            "metric series": weakref.ref(signals.metric_state),
+            "task histogram": weakref.ref(signals.task_durations),
+            "DAG": weakref.ref(plugin._dag),
+        }
+        await await_until(lambda: plugin.stats()["tracked_spans"] and otlp_receiver.spans())
+    # `scheduler` is still referenced here, as distributed's cache references it.
+    gc.collect()
+    assert [name for name, ref in held.items() if ref() is not None] == []
+    after = plugin.stats()
+    assert (after["tracked_spans"], after["open_spans"], after["live_spans"]) == (0, 0, 0)
+    assert after["traces"]["exported"] >= 1 and after["metric_exports"]["exported"] >= 1
+    assert after["internal_errors"] == 0

@@ -199,6 +199,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             role="scheduler",
             instance_id=scheduler.id,
             scheduler_address=scheduler.address,
+            loop_errors=lambda: self._internal_errors,
         )
         erred_logs = settings.logs.erred_tasks and settings.logs.target.kind != "none"
         if self.signals.traces_enabled or erred_logs:
@@ -271,13 +272,9 @@ class OtelSpansPlugin(SchedulerPlugin):
             out["dag"] = self._dag.stats()
         signals = self.signals or self._closed_signals
         if signals is not None:
-            out.update(signals.stats())
-        # The plugin's count is the current one; the exporter threads count their own.
-        out["internal_errors"] = (
-            signals.internal_errors(self._internal_errors)
-            if signals is not None
-            else self._internal_errors
-        )
+            out.update(signals.stats())  # internal errors of the loop and the exporters
+        else:
+            out["internal_errors"] = self._internal_errors
         return out
 
     # -- hooks (event loop) -------------------------------------------------------------
@@ -812,7 +809,6 @@ class OtelSpansPlugin(SchedulerPlugin):
                 if delta is not None:
                     deltas.append(delta)
         self.signals.submit_deltas(deltas)
-        self.signals.set_internal_errors(self._internal_errors)
 
     def _span_deltas(self, span: Span, track: _Track) -> list[CounterDelta]:
         out = []

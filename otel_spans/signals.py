@@ -7,7 +7,7 @@ are encoded and where they go is decided here and in :mod:`otel_spans.exporting`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -44,13 +44,21 @@ logger = logging.getLogger("otel_spans")
 class Signals:
     """Resource, exporters and pipelines of one process."""
 
-    def __init__(self, settings: Settings, *, role: str, instance_id: str, scheduler_address: str):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        role: str,
+        instance_id: str,
+        scheduler_address: str,
+        loop_errors: Callable[[], int] = lambda: 0,
+    ):
         self.settings = settings
         self.resource = build_resource(
             settings, instance_id=instance_id, scheduler_address=scheduler_address
         )
-        #: Errors of ours caught on the event loop (the plugin counts them).
-        self._internal_errors = 0
+        #: Errors of ours caught on the event loop, as the plugin counts them now.
+        self._loop_errors = loop_errors
         #: ... and on the exporter threads.
         self._export_errors = 0
         self._init_traces(role)
@@ -197,20 +205,12 @@ class Signals:
             text += f"; Prometheus endpoint on {self.prometheus.host}:{self.prometheus.port}"
         return text
 
-    def set_internal_errors(self, count: int) -> None:
-        """The plugin's own count, reported with the exporter threads' one."""
-        self._internal_errors = count
-
-    def internal_errors(self, on_loop: int | None = None) -> int:
-        """Errors of ours caught anywhere: ``on_loop`` (default: the last count set) + ours."""
-        return (self._internal_errors if on_loop is None else on_loop) + self._export_errors
-
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "traces": self.spans.stats().as_dict(),
             "observations": self.observations.stats().as_dict(),
             "logs": self.logs.stats().as_dict(),
-            "internal_errors": self.internal_errors(),
+            "internal_errors": self._loop_errors() + self._export_errors,
         }
         metric_exports = self._metric_export_counts()
         if metric_exports is not None:

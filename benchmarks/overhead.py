@@ -1,14 +1,22 @@
-"""Overhead of otel-spans: the same Dask workloads with and without it, in one process run.
+"""Overhead of otel-spans: the same Dask workloads with and without it, in one run.
 
-Each round starts a fresh LocalCluster (2 worker processes × 1 thread) twice — once
-plain, once with the otel-spans preload exporting over OTLP/gRPC to a real collector
-(rotel, discarding what it receives) — and times each workload. Which variant runs
-first alternates between rounds, so drift (caches, thermal, other load) hits both
-alike. Reported: per workload, the median of the per-round wall-time ratios
-(otel-spans / baseline) with min and max, and the same for the main process's CPU
-time (scheduler + client live in it; workers are other processes). After each
-workload the run waits, untimed, until otel-spans has exported all of it, and reports
-the CPU its exporter threads spent on it (part of it falls inside the timed window).
+Each round runs every variant (baseline without otel-spans, then each mode) in a
+fresh Python process of its own, on a fresh LocalCluster (2 worker processes × 1
+thread); the otel-spans variants export over OTLP/gRPC to a real collector (rotel,
+discarding what it receives) shared by the whole run. Which variant runs first
+alternates between rounds, so drift (caches, thermal, other load) hits both alike.
+
+Why a process per variant and round: distributed keeps every closed Scheduler alive
+(``distributed.core._expects_comm`` is an unbounded cache of bound handlers), about
+12k objects per cluster. In one long process every later round would pay for the
+earlier ones in slower full garbage collections, whichever variant it measures.
+
+Reported: per workload, the median of the per-round wall-time ratios (otel-spans /
+baseline) with min and max, and the same for the scheduler process's CPU time
+(scheduler, client and otel-spans' exporter threads live in it; workers are other
+processes). After each workload the run waits, untimed, until otel-spans has
+exported all of it, and reports the CPU its exporter threads spent on it (part of it
+falls inside the timed window).
 
 The scheduler runs with ``worker-saturation: inf``, its fastest setting, so that the
 scheduler (where otel-spans' hooks run) is the bottleneck and overhead shows most.
@@ -23,6 +31,7 @@ Usage::
 
     python -m benchmarks.overhead               # 5 rounds, 20k tasks
     python -m benchmarks.overhead --scale --modes default,metrics
+    python -m benchmarks.overhead --scale --only nested --rounds 15
     python -m benchmarks.overhead --quick       # a smoke run for CI
 """
 
@@ -242,6 +251,60 @@ def summarise(ratios: list[float]) -> str:
     return f"{statistics.median(ratios):.3f} [{min(ratios):.3f}–{max(ratios):.3f}]"
 
 
+BASE_CONFIG: dict[str, Any] = {
+    "distributed.scheduler.worker-saturation": float("inf"),
+    "distributed.admin.low-level-log-length": 0,
+    "logging.distributed": "error",
+}
+
+
+def variant_config(variant: str, endpoint: str) -> dict[str, Any]:
+    """dask.config of one variant: ``baseline`` or an otel-spans mode."""
+    if variant == "baseline":
+        return BASE_CONFIG
+    otel = {
+        **BASE_CONFIG,
+        "distributed.scheduler.preload": ["otel_spans"],
+        "otel-spans.endpoint": endpoint,
+    }
+    modes = {
+        "default": {},
+        "all": {"otel-spans.traces.tasks.mode": "all"},
+        "metrics": {
+            "otel-spans.traces.exporter": "none",
+            "otel-spans.logs.exporter": "none",
+            "otel-spans.traces.tasks.mode": "none",
+        },
+    }
+    if variant not in modes:
+        raise SystemExit(f"--modes: unknown mode {variant!r}; allowed: {', '.join(modes)}")
+    return {**otel, **modes[variant]}
+
+
+def run_isolated(
+    variant: str, endpoint: str, n: int, workloads: list[str]
+) -> tuple[dict[str, Measurement], Any]:
+    """:func:`run_variant` in a fresh Python process; its result comes back as JSON."""
+    command = [sys.executable, "-m", "benchmarks.overhead", "--child", variant,
+               "--endpoint", endpoint, "--tasks", str(n),
+               "--workloads", json.dumps(workloads)]  # fmt: skip
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    timings = {name: Measurement(*values) for name, values in out["timings"].items()}
+    return timings, out["stats"]
+
+
+def child(variant: str, endpoint: str, n: int, names: list[str]) -> int:
+    """The child side of :func:`run_isolated`: one variant, its result on stdout."""
+    workloads = {name: ALL_WORKLOADS[name] for name in names}
+    timings, stats = run_variant(variant_config(variant, endpoint), n, workloads)
+    print(json.dumps({"timings": timings, "stats": stats}, default=str))
+    return 0
+
+
+ALL_WORKLOADS = {**WORKLOADS, **SCALE_WORKLOADS}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -252,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the large workloads: a 100k-task graph and 1,000 nested spans (--tasks 100000)",
     )
+    parser.add_argument(
+        "--only", default="", help="run only the workloads whose name contains this text"
+    )
     parser.add_argument("--json", help="also write the raw results to this file")
     parser.add_argument(
         "--modes",
@@ -259,51 +325,46 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated otel-spans variants: default (groups + sampled tasks + "
         "metrics + logs), all (every task run a span), metrics (metrics only, no traces)",
     )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--workloads", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        return child(args.child, args.endpoint, args.tasks, json.loads(args.workloads))
+
     rounds, n = (2, 2000) if args.quick else (args.rounds, args.tasks)
-    workloads = SCALE_WORKLOADS if args.scale else WORKLOADS
+    workloads = [
+        name for name in (SCALE_WORKLOADS if args.scale else WORKLOADS) if args.only in name
+    ]
+    if not workloads:
+        raise SystemExit(f"--only: no workload name contains {args.only!r}")
     if args.scale and not args.quick and args.tasks == 20_000:
         n = 100_000
 
-    base = {
-        "distributed.scheduler.worker-saturation": float("inf"),
-        "distributed.admin.low-level-log-length": 0,
-        "logging.distributed": "error",
-    }
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for mode in modes:
+        variant_config(mode, "")  # an unknown mode fails now, not after the baseline ran
     results: dict[str, dict[str, list[Measurement]]] = {"baseline": {}}
     results.update({mode: {} for mode in modes})
     last_stats = None
     with blackhole_collector() as endpoint:
-        otel = {
-            **base,
-            "distributed.scheduler.preload": ["otel_spans"],
-            "otel-spans.endpoint": endpoint,
-        }
-        variants = {
-            "default": otel,
-            "all": {**otel, "otel-spans.traces.tasks.mode": "all"},
-            "metrics": {
-                **otel,
-                "otel-spans.traces.exporter": "none",
-                "otel-spans.logs.exporter": "none",
-                "otel-spans.traces.tasks.mode": "none",
-            },
-        }
         for r in range(rounds):
-            order = [("baseline", base)] + [(mode, variants[mode]) for mode in modes]
+            order = ["baseline", *modes]
             if r % 2:
                 order.reverse()
-            for variant, config in order:
-                timings, stats = run_variant(config, n, workloads)
+            for variant in order:
+                timings, stats = run_isolated(variant, endpoint, n, workloads)
                 last_stats = stats or last_stats
                 for name, value in timings.items():
                     results[variant].setdefault(name, []).append(value)
             print(f"round {r + 1}/{rounds} done", file=sys.stderr)
 
-    print(f"\notel-spans overhead, {rounds} rounds, ratio = with / without (median [min–max])\n")
     print(
-        "| workload | mode | baseline wall s | wall ratio | main-process CPU ratio "
+        f"\notel-spans overhead, {rounds} rounds (a fresh process per variant and round), "
+        "ratio = with / without (median [min–max])\n"
+    )
+    print(
+        "| workload | mode | baseline wall s | wall ratio | scheduler-process CPU ratio "
         "| RSS growth MiB (baseline → with) | loop lag p99 ms (baseline → with) "
         "| exporter threads CPU s |"
     )

@@ -92,6 +92,8 @@ class TaskSettings:
     slowest: int
     ratio: float
     max_per_trace: int
+    #: Seconds: runs that computed for less are sampled only for a reason (erred, ...).
+    min_duration: float
     rules: tuple[TaskRule, ...]
 
 
@@ -418,6 +420,9 @@ class _Resolver:
             ratio=ratio,
             max_per_trace=self.integer(
                 "traces.tasks.max-per-trace", self.get("traces.tasks.max-per-trace"), minimum=0
+            ),
+            min_duration=self.duration(
+                "traces.tasks.min-duration", self.get("traces.tasks.min-duration")
             ),
             rules=tuple(rules),
         )

@@ -502,7 +502,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             if fnmatch.fnmatchcase(name, rule.match):
                 mode = rule.mode
                 break
-        return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace)
+        return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace, tasks.min_duration)
 
     # -- the trace poll -----------------------------------------------------------------
     def _poll_safely(self, final: bool = False) -> None:

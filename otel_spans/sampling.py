@@ -11,6 +11,11 @@ span is kept only when it tells something:
   recorded);
 * optionally a deterministic ``ratio`` of the rest (by a hash of the key, so a rerun
   keeps the same tasks);
+* but neither of these two for a run that computed for less than ``min_duration``
+  (default 1 ms). Such a task spent less time on a thread than the scheduler spends on
+  any task (0.4–1 ms): its span would show scheduling overhead, not work, and its
+  group's span already sums it up. Graphs of tiny tasks are exactly the ones with the
+  most tasks, so this is also where most of the cost of task spans would go;
 * never more than ``max_per_trace`` task spans in one trace, whatever the reason.
 
 State is O(groups × K) plus one counter per trace; per-task bookkeeping ends with the
@@ -43,6 +48,8 @@ class Policy:
     slowest: int = 5
     ratio: float = 0.0
     max_per_trace: int = 10_000
+    #: Seconds of compute below which a run is not sampled (only kept for a reason).
+    min_duration: float = 0.001
 
 
 @dataclass
@@ -101,6 +108,9 @@ class TaskSampler(Generic[R]):
             reason: str | None = ALL
         elif must_keep is not None:
             reason = must_keep
+        elif duration < policy.min_duration:
+            tally.dropped += 1
+            return None
         elif policy.ratio and (key_hash % 1_000_000) < policy.ratio * 1_000_000:
             reason = RATIO
         else:

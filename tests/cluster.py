@@ -34,8 +34,14 @@ def otel_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("otel-spans-")]
 
 
-#: Fast export for tests: spans leave 100 ms after they finish.
-FAST = {"otel-spans.traces.linger": "100ms", "otel-spans.traces.poll-interval": "50ms"}
+#: Fast export for tests: spans leave 100 ms after they finish. Tests run tiny tasks
+#: (``inc``) and assert on their spans, so the sampler's ``min-duration`` is 0 here;
+#: its default is tested on its own (``test_dag.py``).
+FAST = {
+    "otel-spans.traces.linger": "100ms",
+    "otel-spans.traces.poll-interval": "50ms",
+    "otel-spans.traces.tasks.min-duration": 0,
+}
 
 
 async def await_until(

@@ -30,6 +30,7 @@ def test_defaults_write_files_when_no_endpoint_anywhere() -> None:
     assert s.service_name is None
     assert s.traces.linger == 2.0
     assert s.traces.poll_interval == 0.5
+    assert s.traces.tasks.min_duration == 0.001
     assert s.max_attribute_length == 4096
 
 
@@ -169,6 +170,11 @@ def test_describe_never_shows_header_values() -> None:
             r"otel-spans\.traces\.poll-interval: invalid value 0; expected a positive duration",
         ),
         ({"traces": {"linger": [1]}}, {}, r"otel-spans\.traces\.linger: invalid value \[1\]"),
+        (
+            {"traces": {"tasks": {"min-duration": -0.5}}},
+            {},
+            r"otel-spans\.traces\.tasks\.min-duration: invalid value -0.5; expected a duration",
+        ),
         (
             {"traces": {"exporter": "zipkin"}},
             {},

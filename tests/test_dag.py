@@ -10,6 +10,7 @@ from typing import Any
 from dask.delayed import delayed
 from distributed import span
 
+from otel_spans.config import load_defaults
 from tests.cluster import await_until, cluster_test, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan
@@ -157,6 +158,35 @@ async def test_budget_cap_per_trace_and_modes(otlp_receiver: OtlpReceiver) -> No
 def slow_inc(x: int) -> int:
     time.sleep(0.01)
     return x + 1
+
+
+@cluster_test(90)
+async def test_tasks_shorter_than_min_duration_get_no_span_unless_they_err(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    shipped = load_defaults()["otel-spans"]["traces"]["tasks"]["min-duration"]
+    assert shipped == "1ms"
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "otel-spans.traces.tasks.min-duration": shipped,
+    }
+    async with traced_cluster(config) as (client, _, _):
+        with span("mixed"):
+            await client.gather(client.map(abs, range(20), key=[f"tiny-{i}" for i in range(20)]))
+            await client.gather(client.map(slow_inc, range(3), key=[f"slow-{i}" for i in range(3)]))
+            failing = client.submit(bad, 1, key="tinybad-1")
+            await asyncio.wait([asyncio.ensure_future(failing.exception())])  # type: ignore[arg-type]
+        for name in ("tiny", "slow", "tinybad"):
+            await await_until(lambda n=name: spans_by(otlp_receiver, **{"dask.task_group.name": n}))
+    assert spans_by(otlp_receiver, **{"dask.task.group": "tiny"}) == []
+    (tiny,) = spans_by(otlp_receiver, **{"dask.task_group.name": "tiny"})
+    assert tiny.attributes["dask.task_group.task_spans.kept"] == 0
+    assert tiny.attributes["dask.task_group.task_spans.dropped"] == 20
+    slow = spans_by(otlp_receiver, **{"dask.task.group": "slow"})
+    assert {s.attributes["dask.task.sampled_because"] for s in slow} == {"slowest"}
+    assert len(slow) == 3
+    (erred,) = spans_by(otlp_receiver, **{"dask.task.group": "tinybad"})
+    assert erred.attributes["dask.task.sampled_because"] == "erred"
 
 
 @cluster_test(90)

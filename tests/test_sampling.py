@@ -17,9 +17,17 @@ tasks = st.lists(
 )
 
 
-@given(tasks, st.integers(0, 6), st.integers(0, 40), st.sampled_from(["sampled", "all", "none"]))
-def test_budget(runs: list[tuple[int, float, bool]], slowest: int, cap: int, mode: str) -> None:
-    policy = Policy(mode, slowest, 0.0, cap)  # type: ignore[arg-type]
+@given(
+    tasks,
+    st.integers(0, 6),
+    st.integers(0, 40),
+    st.sampled_from(["sampled", "all", "none"]),
+    st.sampled_from([0.0, 0.001, 5.0]),
+)
+def test_budget(
+    runs: list[tuple[int, float, bool]], slowest: int, cap: int, mode: str, min_duration: float
+) -> None:
+    policy = Policy(mode, slowest, 0.0, cap, min_duration)  # type: ignore[arg-type]
     sampler: TaskSampler[int] = TaskSampler()
     emitted: list[int] = []
     for i, (group, duration, erred) in enumerate(runs):
@@ -41,6 +49,8 @@ def test_budget(runs: list[tuple[int, float, bool]], slowest: int, cap: int, mod
     if mode == "none":
         assert kept == 0
     if mode == "sampled":
+        # a short run is kept only for a reason (here: it erred)
+        assert all(runs[i][1] >= min_duration or runs[i][2] for i in emitted)
         erred = [i for i, (_, _, e) in enumerate(runs) if e]
         # erred runs are kept while the trace has room (they are decided first-come)
         assert set(erred[: max(0, cap - slowest * 4)]) <= set(emitted)

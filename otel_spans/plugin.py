@@ -165,6 +165,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._topics: dict[Any, bool] = {}
         #: Recent worker removals already handled (insertion-ordered, bounded).
         self._removals: dict[tuple[Any, Any], None] = {}
+        #: The last event message that became a log record (see :meth:`log_event`).
+        self._last_logged: object = None
         self._internal_errors = 0
         #: The pipelines after close(): their final counters stay readable in stats().
         self._closed_signals: Signals | None = None
@@ -260,6 +262,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             self._tick_pending,
         ):
             state.clear()
+        self._last_logged = None
 
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
@@ -399,6 +402,12 @@ class OtelSpansPlugin(SchedulerPlugin):
                     self._dag.lost(msg.get("lost-computed-tasks") or ())
             if not self._topic_logged(topic):
                 return
+            if isinstance(msg, dict):
+                # Dask publishes one message under several topics at once (update-graph
+                # under "scheduler" and the client's id): one record, under the first.
+                if msg is self._last_logged:
+                    return
+                self._last_logged = msg
             attributes: tuple[tuple[str, str], ...] = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
             if action is not None:
                 attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)

@@ -226,7 +226,10 @@ async def test_logs_carry_trace_and_span_ids(otlp_receiver: OtlpReceiver) -> Non
         with span("noisy") as span_id:
             failing = client.submit(bad, 1, key="bad-1")
             await asyncio.wait([asyncio.ensure_future(failing.exception())])  # type: ignore[arg-type]
-            await client.log_event("my-topic", {"action": "checkpoint", "key": "bad-1", "step": 3})
+            # one message under two topics: one record, under the first
+            await client.log_event(
+                ["my-topic", "mirror-topic"], {"action": "checkpoint", "key": "bad-1", "step": 3}
+            )
         erred_logs = await await_until(
             lambda: [r for r in otlp_receiver.logs() if r.event_name == "dask.task.erred"]
         )
@@ -253,6 +256,10 @@ async def test_logs_carry_trace_and_span_ids(otlp_receiver: OtlpReceiver) -> Non
     logs = otlp_receiver.logs()
     assert [r for r in logs if r.attributes.get("dask.event.action") == "add-worker"]
     assert not [r for r in logs if str(r.attributes.get("dask.event.topic")).startswith("tcp://")]
+    assert not [r for r in logs if r.attributes.get("dask.event.topic") == "mirror-topic"]
+    # Dask logs each graph under "scheduler" and the client's id: once here
+    (graph_log,) = [r for r in logs if r.attributes.get("dask.event.action") == "update-graph"]
+    assert graph_log.attributes["dask.event.topic"] == "scheduler"
     assert spans_by(otlp_receiver, **{"dask.span.id": span_id})
 
 

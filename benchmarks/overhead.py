@@ -132,6 +132,7 @@ SCALE_WORKLOADS: dict[str, Workload] = {
     "100k-task graph": big_graph,
     "1,000 nested spans": thousand_nested_spans,
 }
+ALL_WORKLOADS = {**WORKLOADS, **SCALE_WORKLOADS}
 
 
 def free_port() -> int:
@@ -258,6 +259,18 @@ BASE_CONFIG: dict[str, Any] = {
 }
 
 
+#: otel-spans variants (``--modes``): their config on top of exporting everything.
+MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "all": {"otel-spans.traces.tasks.mode": "all"},
+    "metrics": {
+        "otel-spans.traces.exporter": "none",
+        "otel-spans.logs.exporter": "none",
+        "otel-spans.traces.tasks.mode": "none",
+    },
+}
+
+
 def variant_config(variant: str, endpoint: str) -> dict[str, Any]:
     """dask.config of one variant: ``baseline`` or an otel-spans mode."""
     if variant == "baseline":
@@ -267,18 +280,7 @@ def variant_config(variant: str, endpoint: str) -> dict[str, Any]:
         "distributed.scheduler.preload": ["otel_spans"],
         "otel-spans.endpoint": endpoint,
     }
-    modes = {
-        "default": {},
-        "all": {"otel-spans.traces.tasks.mode": "all"},
-        "metrics": {
-            "otel-spans.traces.exporter": "none",
-            "otel-spans.logs.exporter": "none",
-            "otel-spans.traces.tasks.mode": "none",
-        },
-    }
-    if variant not in modes:
-        raise SystemExit(f"--modes: unknown mode {variant!r}; allowed: {', '.join(modes)}")
-    return {**otel, **modes[variant]}
+    return {**otel, **MODES[variant]}
 
 
 def run_isolated(
@@ -300,9 +302,6 @@ def child(variant: str, endpoint: str, n: int, names: list[str]) -> int:
     timings, stats = run_variant(variant_config(variant, endpoint), n, workloads)
     print(json.dumps({"timings": timings, "stats": stats}, default=str))
     return 0
-
-
-ALL_WORKLOADS = {**WORKLOADS, **SCALE_WORKLOADS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for mode in modes:
-        variant_config(mode, "")  # an unknown mode fails now, not after the baseline ran
+        if mode not in MODES:
+            raise SystemExit(f"--modes: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
     results: dict[str, dict[str, list[Measurement]]] = {"baseline": {}}
     results.update({mode: {} for mode in modes})
     last_stats = None

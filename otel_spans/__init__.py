@@ -23,9 +23,9 @@ from otel_spans.context import (
     parse_traceparent,
     span,
 )
-from otel_spans.plugin import OtelSpansPlugin
 from otel_spans.preload import dask_setup, dask_teardown
-from otel_spans.worker import OtelSpansWorkerPlugin
+from otel_spans.scheduler.plugin import OtelSpansPlugin
+from otel_spans.worker.plugin import OtelSpansWorkerPlugin
 
 __all__ = [
     "LOG_FORMAT",

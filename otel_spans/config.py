@@ -144,8 +144,9 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
-class SpanLimits:
-    """The OTel span limits, applied to every span otel-spans builds (as the SDK would)."""
+class RecordLimits:
+    """The OTel attribute and span limits, applied to every span and log record
+    otel-spans builds (as the SDK would)."""
 
     #: Longest string attribute value, span name and status message (characters).
     attribute_length: int = _DEFAULT_MAX_ATTRIBUTE_LENGTH
@@ -185,7 +186,7 @@ class Settings:
     metrics: MetricsSettings
     logs: LogSettings
     capture: CaptureSettings = CaptureSettings()
-    span_limits: SpanLimits = SpanLimits()
+    record_limits: RecordLimits = RecordLimits()
 
     @property
     def code_snippet_length(self) -> int:
@@ -195,7 +196,7 @@ class Settings:
     @property
     def max_attribute_length(self) -> int:
         """Longest string value of any attribute or log body otel-spans emits."""
-        return self.span_limits.attribute_length
+        return self.record_limits.attribute_length
 
     @classmethod
     def from_config(
@@ -355,7 +356,7 @@ class _Resolver:
             metrics=self.metrics(),
             logs=self.log_settings(),
             capture=self.capture(),
-            span_limits=SpanLimits(
+            record_limits=RecordLimits(
                 attribute_length=self.max_attribute_length(),
                 attribute_count=self.limit(
                     "max-attribute-count",

@@ -12,7 +12,7 @@ to add it without changing the span code.
 
 Which trace a Dask span tree belongs to (the rule every process applies to a task's
 annotations, :func:`tree_trace`): the caller's trace when the annotation says
-``link: false``, otherwise ``ids.trace_id_for(<root Dask span uuid>)``. For this to give
+``link: false``, otherwise ``ids.workflow_trace_id(<root Dask span uuid>)``. For this to give
 one answer for a whole tree, an annotation added *inside* an existing Dask span never
 contradicts the tree: its ``link`` is set to whether the new caller lives in another
 trace, whatever the caller asked for (see :func:`caller_annotation`).
@@ -185,14 +185,14 @@ def _span_ids(annotations: Mapping[str, Any]) -> Sequence[str]:
 @functools.lru_cache(maxsize=1024)
 def _root_trace_id(root_uuid: str) -> int:
     # Every task of a tree asks again; one sha256 saved per task.
-    return ids.trace_id_for(root_uuid)
+    return ids.workflow_trace_id(root_uuid)
 
 
 def tree_trace(annotations: Mapping[str, Any]) -> tuple[int, int] | None:
     """``(trace_id, flags)`` of the Dask span tree a task with ``annotations`` is in.
 
     The caller's when the ``otel_spans`` annotation says ``link: false``, otherwise
-    ``ids.trace_id_for(root uuid)`` (sampled). None for a task with no ``span``
+    ``ids.workflow_trace_id(root uuid)`` (sampled). None for a task with no ``span``
     annotation and no caller: its Dask span is the default one, whose uuid only the
     scheduler knows.
     """
@@ -214,14 +214,14 @@ def _tree_of(annotations: Mapping[str, Any], span_ids: Sequence[str]) -> tuple[i
 def task_span_context(key: object, annotations: Mapping[str, Any]) -> SpanContext | None:
     """The span context of a running task's OTel span, or None when it has none.
 
-    ``span_id = ids.span_id_for(<its Dask span uuid>, "task", str(key), 1)``, the id the
+    ``span_id = ids.task_run_span_id(<its Dask span uuid>, str(key), 1)``, the id the
     scheduler gives the task's span; remote, because the scheduler exports it.
     """
     span_ids = _span_ids(annotations)
     tree = _tree_of(annotations, span_ids) if span_ids else None
     if tree is None:
         return None
-    span_id = ids.span_id_for(span_ids[-1], "task", str(key), 1)
+    span_id = ids.task_run_span_id(span_ids[-1], str(key), 1)
     return _span_context(tree[0], span_id, tree[1])
 
 

@@ -1,4 +1,4 @@
-"""Deterministic OpenTelemetry ids for Dask objects.
+"""Deterministic OpenTelemetry ids for Dask objects: every id scheme otel-spans uses.
 
 Every process that knows a Dask span's uuid (the scheduler, a worker running one of its
 tasks, a restarted exporter, an offline tool reading a dump) must arrive at the same
@@ -8,10 +8,11 @@ identity, never random:
 ``trace_id = int(sha256("otel-spans/trace/" + root_uuid)[:16 bytes])``
 ``span_id  = int(sha256("otel-spans/span/"  + "/".join(parts))[:8 bytes])``
 
-where ``root_uuid`` is the uuid of the root of the Dask span tree and ``parts`` names
-the object: ``(span_uuid,)`` for a Dask span, ``(span_uuid, "continuation", n)`` for its
-n-th continuation. The all-zero id is invalid in OTel; it is mapped to 1 (a 2**-64
-chance that never happens in practice but costs nothing to rule out).
+with one named function per object below; ``parts`` are given in each one's docstring.
+The all-zero id is invalid in OTel; it is mapped to 1 (a 2**-64 chance that never
+happens in practice but costs nothing to rule out). A caller's link or parent is the
+caller's own ids, never derived. ``tests/test_ids.py`` pins the bytes of each scheme:
+the scheduler and the workers compute them independently, so a change is a break.
 """
 
 from __future__ import annotations
@@ -27,19 +28,41 @@ def _digest(prefix: bytes, text: str) -> bytes:
     return hashlib.sha256(prefix + text.encode("utf-8", "surrogatepass")).digest()
 
 
-def trace_id_for(root_uuid: str) -> int:
-    """The 128-bit trace id of the trace rooted at the Dask span ``root_uuid``."""
-    return int.from_bytes(_digest(_TRACE_PREFIX, root_uuid)[:16], "big") or 1
-
-
-def span_id_for(*parts: str | int) -> int:
-    """The 64-bit span id of the object named by ``parts`` (see module docstring)."""
+def _span_id(*parts: str | int) -> int:
     text = "/".join(str(part) for part in parts)
     return int.from_bytes(_digest(_SPAN_PREFIX, text)[:8], "big") or 1
 
 
-def dask_span_id(span_uuid: str, continuation: int = 0) -> int:
-    """The span id of a Dask span, or of its n-th continuation (n >= 1)."""
-    if continuation:
-        return span_id_for(span_uuid, "continuation", continuation)
-    return span_id_for(span_uuid)
+def workflow_trace_id(root_uuid: str) -> int:
+    """The 128-bit trace id of the workflow rooted at the Dask span ``root_uuid``."""
+    return int.from_bytes(_digest(_TRACE_PREFIX, root_uuid)[:16], "big") or 1
+
+
+def dask_span_id(uuid: str) -> int:
+    """The span id of the first export of the Dask span ``uuid``: parts ``(uuid,)``."""
+    return _span_id(uuid)
+
+
+def continuation_span_id(uuid: str, n: int) -> int:
+    """The n-th continuation (n >= 1) of a Dask span: ``(uuid, "continuation", n)``."""
+    return _span_id(uuid, "continuation", n)
+
+
+def task_group_span_id(uuid: str, group_name: str, n: int = 0) -> int:
+    """A task group of the Dask span ``uuid``: ``(uuid, "group", name)``, and ``n`` appended
+    for the n-th later group of the same name in that span (n >= 1)."""
+    if n:
+        return _span_id(uuid, "group", group_name, n)
+    return _span_id(uuid, "group", group_name)
+
+
+def task_run_span_id(uuid: str, key: str, attempt: int) -> int:
+    """Run ``attempt`` (1 for the first) of the task ``key`` in the Dask span ``uuid``:
+    ``(uuid, "task", key, attempt)``. Workers derive attempt 1 for the running task."""
+    return _span_id(uuid, "task", key, attempt)
+
+
+def phase_span_id(task_span_id: int, index: int) -> int:
+    """The ``index``-th phase (compute, transfer...) of a task run:
+    ``(task span id in decimal, "phase", index)``."""
+    return _span_id(task_span_id, "phase", index)

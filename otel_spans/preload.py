@@ -30,11 +30,11 @@ def dask_setup(server: Any) -> Awaitable[Any] | None:
 
     register_defaults()
     if isinstance(server, Scheduler):
-        from otel_spans.plugin import OtelSpansPlugin
+        from otel_spans.scheduler.plugin import OtelSpansPlugin
 
         server.add_plugin(OtelSpansPlugin(), idempotent=True)
         return None
-    from otel_spans.worker import setup_server
+    from otel_spans.worker.plugin import setup_server
 
     # A Worker's plugin_add coroutine, awaited by Dask's preload machinery.
     return setup_server(server)

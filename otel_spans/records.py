@@ -1,4 +1,4 @@
-"""Plain records handed from the Dask side (``plugin``) to the OTel side (``traces``).
+"""Plain records handed from the Dask side (``scheduler/``) to the OTel side (``telemetry/``).
 
 A record is a snapshot taken on the scheduler's event loop: immutable, detached from
 any live scheduler object, so the exporter thread can read it while the loop goes on
@@ -107,7 +107,7 @@ class CounterDelta(NamedTuple):
     value: float
 
 
-class Observation(NamedTuple):
+class HistogramSample(NamedTuple):
     """One value for a histogram, with the span it came from (for exemplars).
 
     A NamedTuple rather than a frozen dataclass: one is built per finished task on
@@ -207,3 +207,85 @@ class LogEntry:
     event_name: str
     trace_id: int = 0
     span_id: int = 0
+
+
+#: One ``startstops`` entry as the worker reported it: (action, start, stop, source),
+#: Dask's float seconds; copied out of the transition's message on the event loop.
+RawPhase = tuple[str, float, float, str | None]
+
+
+def raw_phases(startstops: object) -> tuple[RawPhase, ...]:
+    """Copy a worker's ``startstops`` list into plain tuples (cheap: a handful of phases).
+
+    Bad entries (not a mapping, no start or stop) are skipped: this is worker input.
+    """
+    out: list[RawPhase] = []
+    for p in startstops if isinstance(startstops, list | tuple) else ():
+        if isinstance(p, dict) and "start" in p and "stop" in p:
+            source = p.get("source")
+            out.append(
+                (str(p.get("action", "?")), p["start"], p["stop"], str(source) if source else None)
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredTask:
+    """A kept task run whose :class:`TaskRecord` is built later, on the exporter thread.
+
+    A full record (phases as nanoseconds, texts of the dependency keys, a frozen
+    dataclass of 17 fields) costs about 25 µs; the loop would pay it for every task
+    entering a group's slowest K, including those that drop out again. The loop copies
+    what it must into plain values (the span id, the worker's report of the run, the
+    dependency keys) and :meth:`build` does the rest. Nothing here refers to a live
+    scheduler object or to the transition's own message.
+    """
+
+    key: str
+    prefix: str
+    group: str
+    trace_id: int
+    span_id: int
+    parent_span_id: int
+    state: str
+    attempt: int
+    sampled_because: str
+    #: Scheduler time of the transition: the span's time when the worker sent no phases.
+    finished_at: float
+    phases: tuple[RawPhase, ...]
+    worker: str
+    thread: int | None
+    nbytes: int
+    typename: str
+    #: Dask keys (strings or tuples of plain values) of up to 32 dependencies.
+    dependencies: tuple[object, ...]
+
+    def build(
+        self, *, exception: ExceptionRecord | None = None, events: tuple[EventRecord, ...] = ()
+    ) -> TaskRecord:
+        phases = tuple(
+            PhaseRecord(action, ns(start), ns(stop), source)
+            for action, start, stop, source in self.phases
+        )
+        now = ns(self.finished_at)
+        return TaskRecord(
+            key=self.key,
+            prefix=self.prefix,
+            group=self.group,
+            trace_id=self.trace_id,
+            span_id=self.span_id,
+            parent_span_id=self.parent_span_id,
+            state=self.state,
+            worker=self.worker,
+            thread=self.thread,
+            nbytes=self.nbytes,
+            typename=self.typename,
+            attempt=self.attempt,
+            sampled_because=self.sampled_because,
+            start_ns=min((p.start_ns for p in phases), default=now),
+            end_ns=max((p.end_ns for p in phases), default=now),
+            phases=phases,
+            dependencies=tuple(str(key) for key in self.dependencies),
+            exception=exception,
+            events=events,
+        )

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_spans.report.analysis import analyse, critical_path, efficiency, stragglers
-from otel_spans.report.model import Phase, TaskRun, ThreadInterval, Workflow
+from otel_spans.analysis.model import Phase, TaskRun, ThreadInterval, Workflow
+from otel_spans.analysis.workflow import analyse, critical_path, efficiency, stragglers
 
 T0 = 1_700_000_000_000_000_000
 W1 = "tcp://10.0.0.1:4001"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from distributed import Client, span, wait
 
-from otel_spans.dag import PendingTask
+from otel_spans.records import DeferredTask
 from tests.cluster import await_until, cluster_test, stats, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan
@@ -229,7 +229,7 @@ async def test_a_task_that_cannot_be_recorded_costs_only_itself(
     config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint}
     async with traced_cluster(config) as (client, scheduler, _):
         signals = scheduler.plugins["otel-spans"].signals
-        good = PendingTask(
+        good = DeferredTask(
             key="good",
             prefix="good",
             group="good",
@@ -240,11 +240,15 @@ async def test_a_task_that_cannot_be_recorded_costs_only_itself(
             attempt=1,
             sampled_because="slowest",
             finished_at=1.5,
-            kwargs={"startstops": [{"action": "compute", "start": 1.0, "stop": 2.0}]},
+            phases=(("compute", 1.0, 2.0, None),),
+            worker="",
+            thread=None,
+            nbytes=0,
+            typename="",
             dependencies=(("dep", 0),),
         )
-        bad_phase = {"action": "compute", "start": "noon", "stop": 2.0}
-        bad = replace(good, key="bad", span_id=4, kwargs={"startstops": [bad_phase]})
+        bad_phase = ("compute", "noon", 2.0, None)
+        bad = replace(good, key="bad", span_id=4, phases=(bad_phase,))
         assert signals.submit_span(bad) and signals.submit_span(good)
         got = await await_until(
             lambda: [s for s in otlp_receiver.spans() if s.attributes.get("dask.task.key")]

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_spans.cardinality import CardinalityLimiter
-from otel_spans.snapshots import growth
+from otel_spans.scheduler.snapshots import growth
+from otel_spans.telemetry.cardinality import CardinalityLimiter
 
 
 @given(st.lists(st.text(max_size=5)), st.integers(min_value=1, max_value=20))

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from otel_spans.analysis.model import DaskSpan, Phase, TaskRun, Workflow
+from otel_spans.analysis.workflow import analyse
 from otel_spans.report import chrome
-from otel_spans.report.analysis import analyse
-from otel_spans.report.model import DaskSpan, Phase, TaskRun, Workflow
 from tests.test_analysis import (
     GOLDEN_PATH,
     W1,

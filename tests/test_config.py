@@ -9,7 +9,7 @@ from typing import Any
 import dask.config
 import pytest
 
-from otel_spans.config import CaptureSettings, ConfigError, Settings, SpanLimits, check_keys
+from otel_spans.config import CaptureSettings, ConfigError, RecordLimits, Settings, check_keys
 
 
 @pytest.fixture(autouse=True)
@@ -272,15 +272,17 @@ def test_bad_values_name_key_value_and_what_is_allowed(
 
 
 def test_span_limits_follow_the_otel_variables_unless_set_here() -> None:
-    assert resolve().span_limits == SpanLimits(4096, 128, 128, 128)
+    assert resolve().record_limits == RecordLimits(4096, 128, 128, 128)
     env = {
         "OTEL_ATTRIBUTE_COUNT_LIMIT": "64",
         "OTEL_SPAN_EVENT_COUNT_LIMIT": "10",
         "OTEL_SPAN_LINK_COUNT_LIMIT": "5",
         "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "100",
     }
-    assert resolve(env).span_limits == SpanLimits(100, 64, 10, 5)
-    assert resolve(env, max_events=3, max_attribute_count=7).span_limits == SpanLimits(100, 7, 3, 5)
+    assert resolve(env).record_limits == RecordLimits(100, 64, 10, 5)
+    assert resolve(env, max_events=3, max_attribute_count=7).record_limits == RecordLimits(
+        100, 7, 3, 5
+    )
     assert resolve(env).max_attribute_length == 100
 
 

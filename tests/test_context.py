@@ -60,7 +60,7 @@ def hexes(trace_id: int, span_id: int) -> tuple[str, str]:
 
 
 def task_span(span_uuid: str, key: str) -> str:
-    return f"{ids.span_id_for(span_uuid, 'task', key, 1):016x}"
+    return f"{ids.task_run_span_id(span_uuid, key, 1):016x}"
 
 
 def is_dask_span_or_caller(span: ReceivedSpan) -> bool:
@@ -277,7 +277,7 @@ def test_log_filter_outside_any_span() -> None:
 def test_nested_annotations_never_contradict_the_tree() -> None:
     """Inside a Dask span the tree's trace is decided: link = the caller is outside it."""
     root = "9f5ab2f6-0000-4000-8000-000000000001"
-    tree_trace = ids.trace_id_for(root)
+    tree_trace = ids.workflow_trace_id(root)
     with dask.annotate(span={"name": ("wf",), "ids": (root,)}):
         # a caller in another trace can only be linked, whatever was asked
         assert caller_annotation(TP, link=False) == {"traceparent": TP, "link": True}
@@ -383,7 +383,7 @@ async def test_root_dask_span_is_a_child_of_the_caller_span_or_linked_to_it(
     assert got["client request"].resource["service.name"] == "caller-app"
     assert got["adopted"].trace_id == caller_trace
     assert got["adopted"].parent_span_id == caller_span
-    assert got["linked"].trace_id == f"{ids.trace_id_for(linked_id):032x}"
+    assert got["linked"].trace_id == f"{ids.workflow_trace_id(linked_id):032x}"
     assert got["linked"].parent_span_id == ""
     assert [(link.trace_id, link.span_id) for link in got["linked"].links] == [
         (caller_trace, caller_span)
@@ -407,9 +407,9 @@ async def test_tasks_run_in_their_span_context_and_nested_submits_are_annotated(
             in_loop = await client.submit(async_task, key="async-1")
             nested = await client.submit(plain_nested_submit, key="nested-1")
         outside = await client.submit(thread_task, key="default-span-1")
-        trace_id = ids.trace_id_for(root_id)
+        trace_id = ids.workflow_trace_id(root_id)
         for key, got in (("thread-1", in_thread), ("async-1", in_loop), ("nested-1", nested)):
-            assert got == format_traceparent(trace_id, ids.span_id_for(root_id, "task", key, 1))
+            assert got == format_traceparent(trace_id, ids.task_run_span_id(root_id, key, 1))
         assert outside is None  # Dask's default span: its uuid is unknown to workers
         seen = await client.run_on_scheduler(recorded)
         assert seen["annotations"]["nested-plain"] == {"traceparent": nested, "link": False}
@@ -437,7 +437,7 @@ async def test_dask_span_opened_inside_a_task_is_a_child_of_that_task(
 
         got = await await_until(inner, 20)
     assert got.attributes["dask.span.id"] == result["inner_span"]
-    assert got.trace_id == f"{ids.trace_id_for(outer_id):032x}"
+    assert got.trace_id == f"{ids.workflow_trace_id(outer_id):032x}"
     assert got.parent_span_id == task_span(outer_id, "outer-1")
 
 
@@ -489,7 +489,7 @@ def test_spans_started_in_tasks_on_worker_processes_are_children_of_the_task_spa
         seen = client.run_on_scheduler(recorded)
         stats = client.run(worker_stats)
 
-    trace_id = f"{ids.trace_id_for(root_id):032x}"
+    trace_id = f"{ids.workflow_trace_id(root_id):032x}"
     by_id = {s.span_id: s for s in spans}
     for label in labels:
         mine = [s for s in spans if s.attributes["test.label"] == label]
@@ -506,8 +506,8 @@ def test_spans_started_in_tasks_on_worker_processes_are_children_of_the_task_spa
     assert seen["metadata"]["submit-1"] == {METADATA_CHILDREN: 2}
     assert METADATA_CHILDREN not in seen["metadata"].get("outer-1", {})
     # work submitted from inside a task carries that task's context
-    outer_span = ids.span_id_for(sub["nested"], "task", "outer-1", 1)
-    outer = format_traceparent(ids.trace_id_for(root_id), outer_span)
+    outer_span = ids.task_run_span_id(sub["nested"], "outer-1", 1)
+    outer = format_traceparent(ids.workflow_trace_id(root_id), outer_span)
     assert nested["traceparent"] == outer
     assert seen["annotations"]["inner-1"] == {"traceparent": outer, "link": False}
     assert seen["annotations"]["plain-1"] == {"traceparent": outer, "link": False}
@@ -553,7 +553,7 @@ def test_a_users_own_provider_wins_and_a_nanny_preload_reaches_the_worker_proces
         seen = client.run_on_scheduler(recorded)
         stats = client.run(worker_stats)
     assert {s.resource["service.name"] for s in spans} == {"user-provider"}
-    assert {s.trace_id for s in spans} == {f"{ids.trace_id_for(span_id):032x}"}
+    assert {s.trace_id for s in spans} == {f"{ids.workflow_trace_id(span_id):032x}"}
     direct = [s for s in spans if not s.name.endswith("/child")]
     assert {s.parent_span_id for s in direct} == {task_span(span_id, "user-1")}
     assert seen["metadata"]["user-1"] == {METADATA_CHILDREN: 2}  # counted on their provider

@@ -41,7 +41,7 @@ import yaml
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.metrics import Instruments, MetricsState
+from otel_spans.telemetry.metrics import Instruments, MetricsState
 from tests.servers.ports import wait_until
 from tests.servers.prometheus import (
     PROMTOOL_BINARY,

@@ -304,13 +304,16 @@ async def test_a_closed_scheduler_that_lives_on_holds_nothing_of_ours(
             assert await client.gather(client.map(square, range(10))) == [i * i for i in range(10)]
         plugin = scheduler.plugins["otel-spans"]
         signals = plugin.signals
-        assert signals is not None and plugin._dag is not None
+        tracker = plugin._tracker
+        assert signals is not None and tracker is not None and tracker.task_groups is not None
         held = {
             "meter provider": weakref.ref(signals.meter_provider),
             "metric series": weakref.ref(signals.metric_state),
             "task histogram": weakref.ref(signals.task_durations),
-            "DAG": weakref.ref(plugin._dag),
+            "task groups": weakref.ref(tracker.task_groups),
+            "span tracker": weakref.ref(tracker),
         }
+        del tracker
         await await_until(lambda: plugin.stats()["tracked_spans"] and otlp_receiver.spans())
     # `scheduler` is still referenced here, as distributed's cache references it.
     gc.collect()

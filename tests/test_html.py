@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from otel_spans.report.analysis import analyse
+from otel_spans.analysis.model import DaskSpan, TaskRun, ThreadInterval, Workflow
+from otel_spans.analysis.workflow import analyse
 from otel_spans.report.html import render
-from otel_spans.report.model import DaskSpan, TaskRun, ThreadInterval, Workflow
 from tests.test_analysis import GOLDEN_PATH, W1, at, golden_workflow
 from tests.test_chrome import SPANS
 

@@ -138,14 +138,16 @@ async def test_sliced_passes_lose_nothing(
     """With no time budget at all, every poll and metrics pass reads one span per loop
     iteration: the passes continue across iterations, every span gets its turn (a
     span that keeps lingering does not starve the others) and the totals match."""
-    from otel_spans import plugin as plugin_module
+    from otel_spans.scheduler import metrics_reader, tracking
 
-    monkeypatch.setattr(plugin_module, "_POLL_BUDGET", 0.0)
+    monkeypatch.setattr(tracking, "LOOP_BUDGET", 0.0)
+    monkeypatch.setattr(metrics_reader, "LOOP_BUDGET", 0.0)
     config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, **FAST_METRICS}
     async with traced_cluster(config) as c:
         plugin = c.scheduler.plugins["otel-spans"]
         slices = {"tick": 0, "poll": 0}
-        tick, poll = plugin._resume_tick.callback, plugin._resume_poll.callback
+        resume_tick, resume_poll = plugin._metrics._resume_tick, plugin._tracker._resume_poll
+        tick, poll = resume_tick.callback, resume_poll.callback
 
         def count_tick() -> None:
             slices["tick"] += 1
@@ -155,7 +157,7 @@ async def test_sliced_passes_lose_nothing(
             slices["poll"] += 1
             poll()
 
-        plugin._resume_tick.callback, plugin._resume_poll.callback = count_tick, count_poll
+        resume_tick.callback, resume_poll.callback = count_tick, count_poll
         with span("many"):
             for i in range(20):
                 with span(f"part-{i}"):

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from otel_spans import otlp_wire
-from otel_spans.config import ExportTarget, SpanLimits
-from otel_spans.exporting import RequestSender, make_request_sender
+from otel_spans.config import ExportTarget, RecordLimits
+from otel_spans.export import wire as otlp_wire
+from otel_spans.export.senders import RequestSender, make_request_sender
 from tests.servers.otlp_receiver import OtlpReceiver
 
 PROTOCOLS = ["grpc", "http/protobuf"]
@@ -36,7 +36,7 @@ def request(name: str = "sent") -> bytes:
         start_ns=1,
         end_ns=2,
         attributes={"k": "v"},
-        limits=SpanLimits(),
+        limits=RecordLimits(),
     )
     return otlp_wire.RequestEncoder({"service.name": "dask"}, "otel_spans").request([span])
 
@@ -83,7 +83,7 @@ def test_log_requests_reach_the_logs_service(receiver: OtlpReceiver, protocol: s
         severity_text="INFO",
         body={"action": "add-worker", "nested": [1, b"\x00", None]},
         attributes={"dask.event.topic": "scheduler"},
-        limits=SpanLimits(),
+        limits=RecordLimits(),
         trace_id=7,
         span_id=8,
         event_name="dask.event",
@@ -171,7 +171,7 @@ def test_file_and_none_targets(tmp_path: object) -> None:
     assert '"name":"to file"' in written.read_text()
     record = otlp_wire.log_record(
         time_ns=5, severity_number=9, severity_text="INFO", body="logged", attributes={},
-        limits=SpanLimits(),
+        limits=RecordLimits(),
     )  # fmt: skip
     logs = otlp_wire.RequestEncoder({}, "otel_spans").request([record])
     assert sender_for(ExportTarget(kind="file", directory=directory), "logs").send(logs)

@@ -15,11 +15,11 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link as SdkLink
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from otel_spans import otlp_wire
-from otel_spans.config import SpanLimits
-from otel_spans.otlp_wire import Event, Link
+from otel_spans.config import RecordLimits
+from otel_spans.export import wire as otlp_wire
+from otel_spans.export.wire import Event, Link
 
-UNLIMITED = SpanLimits(attribute_length=10**6, attribute_count=10**6, events=10**6, links=10**6)
+UNLIMITED = RecordLimits(attribute_length=10**6, attribute_count=10**6, events=10**6, links=10**6)
 RESOURCE = {"service.name": "dask", "service.instance.id": "é-1", "dask.workers": 3}
 
 int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -119,7 +119,7 @@ def one_span(**overrides: Any) -> Any:
 
 
 def test_count_limits_keep_the_first_items_and_count_the_rest() -> None:
-    limits = SpanLimits(attribute_length=100, attribute_count=3, events=2, links=1)
+    limits = RecordLimits(attribute_length=100, attribute_count=3, events=2, links=1)
     attributes = {f"a{i}": i for i in range(10)}
     span = one_span(
         attributes=attributes,
@@ -136,7 +136,7 @@ def test_count_limits_keep_the_first_items_and_count_the_rest() -> None:
 
 
 def test_length_limit_cuts_names_strings_array_items_and_status() -> None:
-    limits = SpanLimits(attribute_length=4, attribute_count=10, events=10, links=10)
+    limits = RecordLimits(attribute_length=4, attribute_count=10, events=10, links=10)
     span = one_span(
         name="abcdefgh",
         attributes={"s": "123456", "a": ("xxxxxx", "y"), "n": 123456789},
@@ -260,7 +260,7 @@ def test_same_log_request_as_the_sdk_encoder(logs: list[dict[str, Any]]) -> None
 def test_log_limits_cut_strings_at_any_depth_and_count_attributes() -> None:
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-    limits = SpanLimits(attribute_length=3, attribute_count=1)
+    limits = RecordLimits(attribute_length=3, attribute_count=1)
     record = otlp_wire.log_record(
         time_ns=1,
         severity_number=9,

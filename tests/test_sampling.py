@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_spans.sampling import ERRED, Policy, TaskSampler
+from otel_spans.scheduler.sampling import ERRED, Policy, TaskSampler
 
 tasks = st.lists(
     st.tuples(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 
-from otel_spans.task_histogram import BOUNDS, TaskDurationHistogram
+from otel_spans.telemetry.task_histogram import BOUNDS, TaskDurationHistogram
 
 ATTRS = (("dask.span.name", "wf"), ("dask.task.prefix", "inc"))
 

@@ -73,7 +73,7 @@ async def test_nested_spans_form_one_trace(otlp_receiver: OtlpReceiver, protocol
     spans = by_name(got)
     root, load, prep = spans["Alice's workflow"], spans["data load"], spans["ML preprocessing"]
     # one trace, ids derived from the Dask uuids, parents mirroring the Dask tree
-    assert {s.trace_id for s in (root, load, prep)} == {f"{ids.trace_id_for(root_id):032x}"}
+    assert {s.trace_id for s in (root, load, prep)} == {f"{ids.workflow_trace_id(root_id):032x}"}
     assert root.span_id == f"{ids.dask_span_id(root_id):016x}"
     assert load.span_id == f"{ids.dask_span_id(load_id):016x}"
     assert prep.span_id == f"{ids.dask_span_id(prep_id):016x}"
@@ -198,7 +198,7 @@ async def test_reopened_span_is_exported_as_a_linked_continuation(
     original = first[0]
     assert original.attributes["dask.span.tasks.memory"] == 1
     continuation = next(g for g in got if g.name == "session" and g.span_id != original.span_id)
-    assert continuation.span_id == f"{ids.dask_span_id(session_id, 1):016x}"
+    assert continuation.span_id == f"{ids.continuation_span_id(session_id, 1):016x}"
     assert continuation.trace_id == original.trace_id
     assert continuation.parent_span_id == original.span_id
     assert continuation.attributes["dask.span.continuation"] == 1
@@ -297,7 +297,7 @@ async def test_root_adopts_the_callers_context_from_the_task_annotation(
     assert inner.parent_span_id == root.span_id
     assert inner.trace_id == root.trace_id
     if link:
-        assert root.trace_id == f"{ids.trace_id_for(root_id):032x}"
+        assert root.trace_id == f"{ids.workflow_trace_id(root_id):032x}"
         assert root.parent_span_id == ""
         assert [(lk.trace_id, lk.span_id, lk.attributes) for lk in root.links] == [
             (CALLER_TRACE, CALLER_SPAN, {"dask.link.kind": "caller"})
@@ -328,16 +328,16 @@ async def test_cached_done_checks_agree_with_dask(
             endpoint=otlp_receiver.grpc_endpoint, traces={"linger": linger, "poll_interval": "1h"}
         )
     )
-    plugin = s.plugins["otel-spans"]  # type: ignore[attr-defined]
+    tracker = s.plugins["otel-spans"]._tracker  # type: ignore[attr-defined]
     ext = s.extensions["spans"]  # type: ignore[attr-defined]
 
     def poll_and_compare() -> None:
-        plugin._poll(final=False)
-        for span_id, open_span in plugin._open.items():
-            cached = plugin._tracks[span_id].done_since is not None
+        tracker.poll(final=False)
+        for uuid, open_span in tracker.open.items():
+            cached = tracker.tracks[uuid].done_since is not None
             assert cached == open_span.done, (open_span.name, cached)
         for dask_span in ext.spans.values():
-            if dask_span.id not in plugin._open:  # exported, hence done
+            if dask_span.id not in tracker.open:  # exported, hence done
                 assert dask_span.done, dask_span.name
 
     go = Event("go")

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from otel_spans import semconv
+from otel_spans.analysis.model import Phase, SpanTimes, TaskRun, ThreadInterval, Workflow
 from otel_spans.report.load import LoadedSpan
-from otel_spans.report.model import Phase, SpanTimes, TaskRun, ThreadInterval, Workflow
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from otel_spans.report.analysis import Analysis
-from otel_spans.report.model import SpanTimes, TaskRun, Workflow
+from otel_spans.analysis.model import SpanTimes, TaskRun, Workflow
+from otel_spans.analysis.workflow import Analysis
 
 #: Default cap on dependency arrows.
 MAX_FLOWS = 10_000

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from otel_spans.analysis.workflow import analyse
 from otel_spans.report import chrome, html
-from otel_spans.report.analysis import analyse
 from otel_spans.report.build import build_workflows
 from otel_spans.report.load import InputError, LoadedSpan, load_activity, load_spans
 from otel_spans.report.summary import render_summary

@@ -20,8 +20,8 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from otel_spans.report.analysis import Analysis
-from otel_spans.report.model import SpanTimes, TaskRun, Workflow
+from otel_spans.analysis.model import SpanTimes, TaskRun, Workflow
+from otel_spans.analysis.workflow import Analysis
 
 _WIDTH = 1100
 _LABEL_W = 300

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_spans.report.analysis import Analysis
+from otel_spans.analysis.workflow import Analysis
 from otel_spans.report.build import BuiltWorkflow
 
 _TOP = 5

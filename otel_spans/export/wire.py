@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from otel_spans.config import SpanLimits as Limits
+from otel_spans.config import RecordLimits
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _pack_fixed64 = struct.Struct("<Q").pack
@@ -169,7 +169,9 @@ def _nested_value(value: object, max_length: int) -> bytes:
     return _scalar(value, max_length)
 
 
-def _key_values(tag: bytes, attributes: Mapping[str, object], limits: Limits) -> tuple[bytes, int]:
+def _key_values(
+    tag: bytes, attributes: Mapping[str, object], limits: RecordLimits
+) -> tuple[bytes, int]:
     """Repeated ``KeyValue`` fields under ``tag``: the first ``attribute_count`` pairs,
     and how many were dropped. ``None`` values are left out, as the SDK does."""
     parts: list[bytes] = []
@@ -212,7 +214,7 @@ def _span_id(span_id: int) -> bytes:
     return span_id.to_bytes(8, "big")
 
 
-def _event(event: Event, limits: Limits) -> bytes:
+def _event(event: Event, limits: RecordLimits) -> bytes:
     attributes, dropped = _key_values(_EVENT_ATTRIBUTE, event.attributes, limits)
     out = (
         _EVENT_TIME
@@ -225,7 +227,7 @@ def _event(event: Event, limits: Limits) -> bytes:
     return out
 
 
-def _link(link: Link, limits: Limits) -> bytes:
+def _link(link: Link, limits: RecordLimits) -> bytes:
     attributes, dropped = _key_values(_LINK_ATTRIBUTE, link.attributes, limits)
     out = (
         _message(_LINK_TRACE_ID, _trace_id(link.trace_id))
@@ -246,7 +248,7 @@ def span(
     start_ns: int,
     end_ns: int,
     attributes: Mapping[str, object],
-    limits: Limits,
+    limits: RecordLimits,
     events: Sequence[Event] = (),
     links: Sequence[Link] = (),
     status_code: int = STATUS_UNSET,
@@ -300,7 +302,7 @@ def log_record(
     severity_text: str,
     body: object,
     attributes: Mapping[str, object],
-    limits: Limits,
+    limits: RecordLimits,
     trace_id: int = 0,
     span_id: int = 0,
     event_name: str = "",
@@ -344,7 +346,7 @@ class RequestEncoder:
         scope_name: str,
         scope_version: str = "",
     ):
-        unlimited = Limits(attribute_length=1 << 30, attribute_count=1 << 30)
+        unlimited = RecordLimits(attribute_length=1 << 30, attribute_count=1 << 30)
         resource, _ = _key_values(_RESOURCE_ATTRIBUTE, resource_attributes, unlimited)
         scope = _message(_SCOPE_NAME, scope_name.encode())
         if scope_version:

@@ -19,9 +19,9 @@ from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_spans import records, semconv
-from otel_spans.cardinality import CardinalityLimiter
 from otel_spans.config import MetricsSettings
 from otel_spans.records import Attrs, CounterDelta
+from otel_spans.telemetry.cardinality import CardinalityLimiter
 
 #: (metric, unit, description) of every observable counter fed by deltas.
 COUNTERS: tuple[tuple[str, str, str], ...] = (
@@ -191,7 +191,7 @@ class Instruments:
             description="Errors inside otel-spans caught before they reached Dask",
         )
 
-    def record(self, batch: list[records.Observation]) -> bool:
+    def record(self, batch: list[records.HistogramSample]) -> bool:
         """Record histogram observations (on the pipeline thread, never the loop)."""
         for obs in batch:
             histogram = self._histograms.get(obs.metric)

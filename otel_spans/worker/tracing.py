@@ -30,17 +30,18 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_spans.config import Settings
-from otel_spans.exporting import make_span_exporter
+from otel_spans.export.pipeline import call_with_deadline
+from otel_spans.export.sdk import CountingSpanExporter, make_span_exporter
 
 logger = logging.getLogger("otel_spans")
 
 
 # -- children of running tasks ----------------------------------------------------------------
 @dataclass(slots=True)
-class TaskRun:
+class RunningTask:
     """One run of a task whose span is the parent of spans user code starts in it."""
 
     trace_id: int
@@ -53,47 +54,20 @@ class TaskRun:
 
 #: Task span id -> its running task. One process-wide registry: a span processor cannot
 #: tell which Worker a span came from, and a task span id is unique to its task.
-_running: dict[int, TaskRun] = {}
+_running: dict[int, RunningTask] = {}
 
 
-def begin_run(trace_id: int, span_id: int) -> TaskRun:
-    run = _running[span_id] = TaskRun(trace_id, span_id)
+def begin_run(trace_id: int, span_id: int) -> RunningTask:
+    run = _running[span_id] = RunningTask(trace_id, span_id)
     return run
 
 
-def end_run(run: TaskRun) -> None:
+def end_run(run: RunningTask) -> None:
     if _running.get(run.span_id) is run:
         del _running[run.span_id]
 
 
 # -- export ---------------------------------------------------------------------------------
-class _CountingExporter(SpanExporter):
-    """Counts the outcome of every export; only the batch thread calls it."""
-
-    def __init__(self, inner: SpanExporter):
-        self.inner = inner
-        self.exported = 0
-        self.failed = 0
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            result = self.inner.export(spans)
-        except Exception:
-            logger.exception("otel-spans: exporting %d worker spans failed", len(spans))
-            result = SpanExportResult.FAILURE
-        if result == SpanExportResult.SUCCESS:
-            self.exported += len(spans)
-        else:
-            self.failed += len(spans)
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-
 class _Export:
     """The SDK's BatchSpanProcessor with a bounded queue, and its losses counted.
 
@@ -103,7 +77,9 @@ class _Export:
     """
 
     def __init__(self, settings: Settings):
-        self.exporter = _CountingExporter(make_span_exporter(settings.traces.target, role="worker"))
+        self.exporter = CountingSpanExporter(
+            make_span_exporter(settings.traces.target, role="worker")
+        )
         self.queue_size = settings.queue_size
         self.shutdown_timeout = settings.shutdown_timeout
         self.processor = BatchSpanProcessor(
@@ -135,11 +111,7 @@ class _Export:
     def close(self) -> None:
         """Flush for at most ``shutdown-timeout``, whatever the collector does."""
         self.closed = True
-        stopper = threading.Thread(
-            target=self.processor.shutdown, name="otel-spans-worker-flush", daemon=True
-        )
-        stopper.start()
-        stopper.join(self.shutdown_timeout)
+        call_with_deadline(self.processor.shutdown, self.shutdown_timeout)
         stats = self.stats()
         lost = stats["dropped"] + stats["failed"] + stats["unsent"]
         if lost:
@@ -156,8 +128,8 @@ class _Export:
     def stats(self) -> dict[str, int]:
         queued = self.queued()
         return {
-            "exported": self.exporter.exported,
-            "failed": self.exporter.failed,
+            "exported": self.exporter.counts.exported,
+            "failed": self.exporter.counts.failed,
             "dropped": self.dropped,
             "queued": 0 if self.closed else queued,
             "unsent": queued if self.closed else 0,
@@ -268,13 +240,13 @@ def _install(settings: Settings, resource: Callable[[], Resource]) -> trace.Trac
     provider = TracerProvider(
         resource=resource(),
         span_limits=SpanLimits(
-            max_span_attribute_length=settings.span_limits.attribute_length,
-            max_attribute_length=settings.span_limits.attribute_length,
-            max_span_attributes=settings.span_limits.attribute_count,
-            max_event_attributes=settings.span_limits.attribute_count,
-            max_link_attributes=settings.span_limits.attribute_count,
-            max_events=settings.span_limits.events,
-            max_links=settings.span_limits.links,
+            max_span_attribute_length=settings.record_limits.attribute_length,
+            max_attribute_length=settings.record_limits.attribute_length,
+            max_span_attributes=settings.record_limits.attribute_count,
+            max_event_attributes=settings.record_limits.attribute_count,
+            max_link_attributes=settings.record_limits.attribute_count,
+            max_events=settings.record_limits.events,
+            max_links=settings.record_limits.links,
         ),
     )
     provider.add_span_processor(_process.processor)

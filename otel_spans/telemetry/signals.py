@@ -1,7 +1,7 @@
-"""The OTel side of the scheduler plugin: records in, signals out.
+"""The OTel side of the scheduler: records in, signals out.
 
-The plugin only ever hands records to :class:`Signals`; which signals exist, how they
-are encoded and where they go is decided here and in :mod:`otel_spans.exporting`.
+The scheduler's modules only ever hand records to :class:`Signals`; which signals
+exist and how they are encoded is decided here, where they go in :mod:`otel_spans.export`.
 """
 
 from __future__ import annotations
@@ -13,30 +13,29 @@ from typing import Any
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
-from otel_spans import logs, otlp_wire, semconv, traces
+from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.dag import PendingTask
-from otel_spans.exporting import (
-    CountingMetricExporter,
-    ExportPipeline,
-    PrometheusEndpoint,
-    build_resource,
-    make_metric_exporter,
-    make_request_sender,
-)
-from otel_spans.metrics import Instruments, MetricsState
+from otel_spans.export import wire
+from otel_spans.export.pipeline import ExportPipeline
+from otel_spans.export.prometheus import PrometheusEndpoint
+from otel_spans.export.resource import build_resource
+from otel_spans.export.sdk import CountingMetricExporter, make_metric_exporter
+from otel_spans.export.senders import make_request_sender
 from otel_spans.records import (
     CounterDelta,
+    DeferredTask,
     GroupRecord,
+    HistogramSample,
     LogEntry,
-    Observation,
     SpanRecord,
     TaskRecord,
 )
-from otel_spans.task_histogram import TaskDurationHistogram
+from otel_spans.telemetry import logs, traces
+from otel_spans.telemetry.metrics import Instruments, MetricsState
+from otel_spans.telemetry.task_histogram import TaskDurationHistogram
 
 #: Everything that becomes spans: Dask spans, task groups, task runs (with phases).
-TraceRecord = SpanRecord | GroupRecord | TaskRecord | PendingTask
+TraceRecord = SpanRecord | GroupRecord | TaskRecord | DeferredTask
 
 logger = logging.getLogger("otel_spans")
 
@@ -73,7 +72,7 @@ class Signals:
         self.traces_enabled = trace_settings.target.kind != "none"
         self._trace_sender = make_request_sender(trace_settings.target, signal="traces", role=role)
         encoder = self._request_encoder()
-        limits = settings.span_limits
+        limits = settings.record_limits
 
         def send_spans(batch: list[TraceRecord]) -> bool:
             spans = []
@@ -98,7 +97,7 @@ class Signals:
             batch_size=settings.batch_size,
         )
 
-    def _build(self, pending: PendingTask) -> TaskRecord | None:
+    def _build(self, pending: DeferredTask) -> TaskRecord | None:
         """The record of a kept task, on the exporter thread; a bad one costs only itself."""
         try:
             return pending.build()
@@ -113,14 +112,14 @@ class Signals:
             return True
         return self.spans.submit(record)
 
-    def _request_encoder(self) -> otlp_wire.RequestEncoder:
-        return otlp_wire.RequestEncoder(self.resource.attributes, semconv.SCOPE_NAME)
+    def _request_encoder(self) -> wire.RequestEncoder:
+        return wire.RequestEncoder(self.resource.attributes, semconv.SCOPE_NAME)
 
     # -- logs --------------------------------------------------------------------------
     def _init_logs(self, role: str) -> None:
         self._log_sender = make_request_sender(self.settings.logs.target, signal="logs", role=role)
         encoder = self._request_encoder()
-        limits = self.settings.span_limits
+        limits = self.settings.record_limits
 
         def send_logs(batch: list[LogEntry]) -> bool:
             records = [logs.log_record(entry, limits) for entry in batch]
@@ -167,23 +166,23 @@ class Signals:
         self._instruments: Instruments | None = Instruments(meter, self.metric_state, self.stats)
         #: The metric exports' counts once the exporter is released.
         self._final_metric_exports: dict[str, int] | None = None
-        self.observations: ExportPipeline[Observation] = ExportPipeline(
+        self.samples: ExportPipeline[HistogramSample] = ExportPipeline(
             "observations",
-            self._record_observations,
+            self._record_samples,
             lambda: None,
             queue_size=self.settings.queue_size,
             batch_size=self.settings.batch_size,
         )
 
-    def _record_observations(self, batch: list[Observation]) -> bool:
+    def _record_samples(self, batch: list[HistogramSample]) -> bool:
         instruments = self._instruments
         return instruments.record(batch) if instruments is not None else False
 
     def submit_deltas(self, deltas: Iterable[CounterDelta]) -> None:
         self.metric_state.add(deltas)
 
-    def submit_observation(self, observation: Observation) -> bool:
-        return self.observations.submit(observation)
+    def submit_sample(self, sample: HistogramSample) -> bool:
+        return self.samples.submit(sample)
 
     def record_task_duration(
         self, tags: tuple[str, ...], prefix: str, seconds: float, trace_id: int, span_id: int
@@ -208,7 +207,7 @@ class Signals:
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "traces": self.spans.stats().as_dict(),
-            "observations": self.observations.stats().as_dict(),
+            "observations": self.samples.stats().as_dict(),
             "logs": self.logs.stats().as_dict(),
             "internal_errors": self._loop_errors() + self._export_errors,
         }
@@ -223,14 +222,14 @@ class Signals:
         exporter = self._metric_exporter
         if exporter is None:
             return self._final_metric_exports
-        return {"exported": exporter.exported, "failed": exporter.failed}
+        return {"exported": exporter.counts.exported, "failed": exporter.counts.failed}
 
     def close(self, timeout: float) -> None:
         """Flush and stop everything within about ``timeout`` seconds in all."""
         share = timeout / 4
         self.spans.close(share)
         self.logs.close(share)
-        self.observations.close(share)
+        self.samples.close(share)
         try:
             # A final collection and export, bounded by the share of the deadline.
             if self.meter_provider is not None:

@@ -4,7 +4,7 @@ Dask's structured events carry whatever the code that logged them put in: dicts 
 anything, user objects, huge strings. :func:`safe_body` turns any of it into an OTel
 ``AnyValue`` within fixed bounds (depth, items, string length) and never raises, so a
 strange event costs a truncated log record, never an exporter failure. Records are
-written straight to OTLP bytes (:mod:`otel_spans.otlp_wire`): a scheduler logs an
+written straight to OTLP bytes (:mod:`otel_spans.export.wire`): a scheduler logs an
 event per client call, and the SDK's encoder cost several times more per record.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_spans import otlp_wire
-from otel_spans.config import SpanLimits
+from otel_spans.config import RecordLimits
+from otel_spans.export import wire
 from otel_spans.records import LogEntry
 
 _MAX_DEPTH = 4
@@ -48,10 +48,10 @@ def safe_body(value: object, max_length: int, depth: int = 0) -> Any:
     return _text(value, max_length)
 
 
-def log_record(entry: LogEntry, limits: SpanLimits) -> bytes:
+def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
     """``entry`` as an encoded OTLP ``LogRecord``; its body and attributes bounded."""
     max_length = limits.attribute_length
-    return otlp_wire.log_record(
+    return wire.log_record(
         time_ns=entry.time_ns,
         severity_number=entry.severity_number,
         severity_text=entry.severity_text,

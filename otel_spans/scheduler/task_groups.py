@@ -1,11 +1,12 @@
-"""The DAG inside a Dask span: task groups, sampled task runs, their phases and errors.
+"""Task groups and sampled task runs of every Dask span, with their phases and errors.
 
-Dask side, on the scheduler's event loop (driven by :mod:`otel_spans.plugin`). Per
-finished task the work is a few dict updates and one sampling decision; a task that is
-kept leaves a :class:`PendingTask` (its span id and references), and its
-:class:`TaskRecord` is built on the exporter thread. Per task group it keeps one
-small :class:`_Group`; per-task state ends with the sampling decision (see
-:mod:`otel_spans.sampling`), so memory is O(groups + kept tasks).
+Dask side, on the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`).
+Per finished task the work is a few dict updates and one sampling decision; a task that
+is kept leaves a :class:`~otel_spans.records.DeferredTask` (its span id and a copy of
+what the worker reported), and its :class:`TaskRecord` is built on the exporter thread.
+Per task group it keeps one small :class:`_Group`; per-task state ends with the sampling
+decision (see
+:mod:`otel_spans.scheduler.sampling`), so memory is O(groups + kept tasks).
 """
 
 from __future__ import annotations
@@ -20,16 +21,24 @@ from distributed.metrics import time
 
 from otel_spans import ids, semconv
 from otel_spans.records import (
+    DeferredTask,
     EventRecord,
     ExceptionRecord,
     GroupRecord,
     LinkRecord,
     LogEntry,
-    PhaseRecord,
     TaskRecord,
     ns,
+    raw_phases,
 )
-from otel_spans.sampling import CHILDREN, ERRED, RECOMPUTED, SLOWEST, Policy, TaskSampler
+from otel_spans.scheduler.sampling import (
+    CHILDREN,
+    ERRED,
+    RECOMPUTED,
+    SLOWEST,
+    Policy,
+    TaskSampler,
+)
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -45,8 +54,8 @@ _MAX_DEPENDENCIES = 32
 
 
 @dataclass(slots=True)
-class SpanContextInfo:
-    """What the DAG needs to know of the Dask span a task group belongs to."""
+class SpanIdentity:
+    """Who a tracked Dask span is in OTel terms: what its task groups and runs need."""
 
     uuid: str
     tags: tuple[str, ...]
@@ -59,7 +68,7 @@ class SpanContextInfo:
 
 @dataclass(slots=True)
 class _Group:
-    span: SpanContextInfo
+    span: SpanIdentity
     span_id: int
     memory: int = 0
     erred: int = 0
@@ -75,76 +84,6 @@ def compute_seconds(startstops: Iterable[dict[str, Any]] | None) -> float:
         if phase.get("action") == "compute":
             total += phase["stop"] - phase["start"]
     return total
-
-
-def _phases(startstops: Iterable[dict[str, Any]]) -> tuple[PhaseRecord, ...]:
-    return tuple(
-        PhaseRecord(
-            str(p.get("action", "?")),
-            ns(p["start"]),
-            ns(p["stop"]),
-            str(p["source"]) if p.get("source") else None,
-        )
-        for p in startstops
-        if "start" in p and "stop" in p
-    )
-
-
-@dataclass(slots=True)
-class PendingTask:
-    """A kept task run whose :class:`TaskRecord` is built later, on the exporter thread.
-
-    A full record (phases, texts of the dependency keys, a frozen dataclass of 17 fields)
-    costs about 25 µs; the loop would pay it for every task entering a group's slowest
-    K, including those that drop out again. Here the loop only derives the span id
-    (the exemplar of the task's duration points at it) and keeps references to values
-    nobody changes after the transition: the key's text, dependency *keys* (never
-    task states), and the transition's own ``kwargs`` dict, whose values are what the
-    worker reported.
-    """
-
-    key: str
-    prefix: str
-    group: str
-    trace_id: int
-    span_id: int
-    parent_span_id: int
-    state: str
-    attempt: int
-    sampled_because: str
-    #: Scheduler time of the transition: the span's time when the worker sent no phases.
-    finished_at: float
-    kwargs: dict[str, Any]
-    dependencies: tuple[Any, ...]
-
-    def build(
-        self, *, exception: ExceptionRecord | None = None, events: tuple[EventRecord, ...] = ()
-    ) -> TaskRecord:
-        kwargs = self.kwargs
-        phases = _phases(kwargs.get("startstops") or ())
-        now = ns(self.finished_at)
-        thread = kwargs.get("thread")
-        return TaskRecord(
-            key=self.key,
-            prefix=self.prefix,
-            group=self.group,
-            trace_id=self.trace_id,
-            span_id=self.span_id,
-            parent_span_id=self.parent_span_id,
-            state=self.state,
-            worker=str(kwargs.get("worker") or ""),
-            thread=thread if isinstance(thread, int) else None,
-            nbytes=int(kwargs.get("nbytes") or 0),
-            typename=str(kwargs.get("typename") or ""),
-            attempt=self.attempt,
-            sampled_because=self.sampled_because,
-            start_ns=min((p.start_ns for p in phases), default=now),
-            end_ns=max((p.end_ns for p in phases), default=now),
-            phases=phases,
-            dependencies=tuple(str(key) for key in self.dependencies),
-            exception=exception,
-            events=events,
-        )
 
 
 def exception_record(
@@ -169,14 +108,19 @@ def exception_record(
     )
 
 
-class DagTracker:
+def _int(value: object) -> int:
+    """An integer field of a worker's message; 0 when missing or malformed."""
+    return value if isinstance(value, int) else 0
+
+
+class TaskGroups:
     """Task groups, sampling and error details of every Dask span."""
 
     def __init__(
         self,
         scheduler: Scheduler,
         *,
-        submit: Callable[[GroupRecord | TaskRecord | PendingTask], object],
+        submit: Callable[[GroupRecord | TaskRecord | DeferredTask], object],
         log: Callable[[LogEntry], object] | None,
         max_error_stories: int,
         max_length: int,
@@ -188,7 +132,7 @@ class DagTracker:
         self.max_error_stories = max_error_stories
         self.max_length = max_length
         self.exception_messages = exception_messages
-        self.sampler: TaskSampler[PendingTask | TaskRecord] = TaskSampler()
+        self.sampler: TaskSampler[DeferredTask | TaskRecord] = TaskSampler()
         self._groups: dict[TaskGroup, _Group] = {}
         #: (Dask span uuid, group name) -> how many groups of that name the span had.
         self._names: dict[tuple[str, str], int] = {}
@@ -204,13 +148,12 @@ class DagTracker:
         }
 
     # -- the hot path ---------------------------------------------------------------------
-    def group(self, tg: TaskGroup, span: SpanContextInfo) -> _Group:
+    def group(self, tg: TaskGroup, span: SpanIdentity) -> _Group:
         state = self._groups.get(tg)
         if state is None:
             n = self._names.get((span.uuid, tg.name), 0)
             self._names[(span.uuid, tg.name)] = n + 1
-            parts: tuple[str | int, ...] = (span.uuid, "group", tg.name)
-            state = self._groups[tg] = _Group(span, ids.span_id_for(*(parts + ((n,) if n else ()))))
+            state = self._groups[tg] = _Group(span, ids.task_group_span_id(span.uuid, tg.name, n))
         return state
 
     def lost(self, keys: Iterable[Any]) -> None:
@@ -224,7 +167,7 @@ class DagTracker:
         start: str,
         finish: str,
         kwargs: dict[str, Any],
-        span: SpanContextInfo,
+        span: SpanIdentity,
         duration: float,
     ) -> int:
         """Account for a finished task that computed for ``duration`` seconds
@@ -258,7 +201,7 @@ class DagTracker:
             return 0
         reason = SLOWEST if decision == "hold" else (decision or "")
         pending = self._pending(ts, finish, kwargs, span, group, reruns + 1, reason)
-        record: PendingTask | TaskRecord = pending
+        record: DeferredTask | TaskRecord = pending
         if finish == "erred":
             # Built at once: the exception and the scheduler's story of the key are read
             # now, on the loop, and the erred-task log needs them too.
@@ -277,29 +220,34 @@ class DagTracker:
         ts: TaskState,
         finish: str,
         kwargs: dict[str, Any],
-        span: SpanContextInfo,
+        span: SpanIdentity,
         group: _Group,
         attempt: int,
         reason: str,
-    ) -> PendingTask:
+    ) -> DeferredTask:
         key = str(ts.key)
-        return PendingTask(
+        thread = kwargs.get("thread")
+        return DeferredTask(
             key=key,
             prefix=ts.prefix.name,
             group=ts.group.name,
             trace_id=span.trace_id,
-            span_id=ids.span_id_for(span.uuid, "task", key, attempt),
+            span_id=ids.task_run_span_id(span.uuid, key, attempt),
             parent_span_id=group.span_id,
             state=finish,
             attempt=attempt,
             sampled_because=reason,
-            finished_at=self.scheduler_time(),
-            kwargs=kwargs,
+            finished_at=time(),
+            phases=raw_phases(kwargs.get("startstops")),
+            worker=str(kwargs.get("worker") or ""),
+            thread=thread if isinstance(thread, int) else None,
+            nbytes=_int(kwargs.get("nbytes")),
+            typename=str(kwargs.get("typename") or ""),
             dependencies=tuple(dep.key for dep in islice(ts.dependencies, _MAX_DEPENDENCIES)),
         )
 
     def _erred_record(
-        self, ts: TaskState, kwargs: dict[str, Any], span: SpanContextInfo, pending: PendingTask
+        self, ts: TaskState, kwargs: dict[str, Any], span: SpanIdentity, pending: DeferredTask
     ) -> TaskRecord:
         exception = exception_record(kwargs, self.max_length, messages=self.exception_messages)
         events: tuple[EventRecord, ...] = ()
@@ -307,10 +255,6 @@ class DagTracker:
             span.stories += 1
             events = self._story(ts.key)
         return pending.build(exception=exception, events=events)
-
-    @staticmethod
-    def scheduler_time() -> float:
-        return time()
 
     def _story(self, key: Any) -> tuple[EventRecord, ...]:
         """The scheduler's transitions of ``key`` (searches its bounded transition log)."""
@@ -333,7 +277,7 @@ class DagTracker:
         return tuple(events)
 
     def _erred_log(
-        self, record: TaskRecord, kwargs: dict[str, Any], span: SpanContextInfo, *, kept: bool
+        self, record: TaskRecord, kwargs: dict[str, Any], span: SpanIdentity, *, kept: bool
     ) -> LogEntry:
         exc = record.exception
         assert exc is not None
@@ -356,7 +300,7 @@ class DagTracker:
 
     # -- at the export of a Dask span ----------------------------------------------------------
     def export_groups(
-        self, groups: Iterable[TaskGroup], span: SpanContextInfo, fallback: float
+        self, groups: Iterable[TaskGroup], span: SpanIdentity, fallback: float
     ) -> int:
         """Export the not yet exported groups (and their held task spans); returns the count."""
         exported = 0

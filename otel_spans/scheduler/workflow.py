@@ -1,6 +1,6 @@
 """Why a workflow took as long as it did, computed on the scheduler when its root finishes.
 
-Task-level data is sampled (see :mod:`otel_spans.sampling`), so the scheduler analyses
+Task-level data is sampled (see :mod:`otel_spans.scheduler.sampling`), so the scheduler analyses
 the workflow at the granularity it keeps in full: task groups. Each group counts as one
 step from its first compute start to its last compute end, linked to the groups it
 depends on; the critical path through that graph names the groups that set the wall
@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from otel_spans import semconv
+from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
+from otel_spans.analysis.workflow import critical_path
 from otel_spans.records import AttrValue, EventRecord, ns
-from otel_spans.report.analysis import critical_path
-from otel_spans.report.model import TaskRun, ThreadInterval, Workflow
 
 if TYPE_CHECKING:
     from distributed.spans import Span

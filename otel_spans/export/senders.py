@@ -1,7 +1,7 @@
 """Sending already-encoded OTLP trace and log requests, over gRPC or HTTP/protobuf.
 
 The SDK's exporters take ``ReadableSpan`` and log record objects and encode them
-themselves; the scheduler's spans and logs are encoded by :mod:`otel_spans.otlp_wire`
+themselves; the scheduler's spans and logs are encoded by :mod:`otel_spans.export.wire`
 instead (for speed), so they need a sender for bytes. This one follows the OTLP
 exporter specification as the SDK's exporters do: retryable gRPC codes and HTTP
 statuses (429, 502, 503, 504) are retried with exponential back-off and ±20% jitter, a
@@ -17,10 +17,13 @@ import logging
 import random
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
 from otel_spans.config import ExportTarget
+from otel_spans.export.files import FileSender, JsonLinesWriter
+from otel_spans.export.tls import grpc_credentials, http_session
+from otel_spans.throttle import Throttle
 
 if TYPE_CHECKING:
     import grpc
@@ -47,7 +50,37 @@ def _user_agent() -> str:
         return "otel-spans"
 
 
-class RequestSender:
+class RequestSender(Protocol):
+    """Sends one serialized export request: to a collector, a file, or nowhere."""
+
+    def send(self, request: bytes) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+class _NoSender:
+    def send(self, request: bytes) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+def make_request_sender(target: ExportTarget, *, signal: str, role: str) -> RequestSender:
+    """Where the scheduler's pre-encoded ``signal`` requests (``traces``, ``logs``) go.
+
+    Workers' spans go through the SDK's exporters (:mod:`otel_spans.export.sdk`).
+    """
+    if target.kind == "none":
+        return _NoSender()
+    if target.kind == "file":
+        return FileSender(JsonLinesWriter(target.directory, signal, role), signal)
+    if target.protocol == "grpc":
+        return GrpcSender(target, signal, grpc_credentials(target))
+    return HttpSender(target, signal, http_session(target))
+
+
+class OtlpSender:
     """Sends serialized export requests of one signal (``traces``, ``logs``) to ``target``.
 
     An HTTP ``target.endpoint`` is the signal's full URL (``.../v1/logs``).
@@ -59,18 +92,10 @@ class RequestSender:
         self.signal = signal
         self.endpoint: str = target.endpoint
         self._stopping = threading.Event()
-        self._last_warning = -_WARN_EVERY
-        self._unwarned = 0
+        self._warnings = Throttle(_WARN_EVERY)
 
     def _warn(self, message: str, *args: object) -> None:
-        """Log ``message``, but not more than once per ``_WARN_EVERY`` seconds."""
-        now = time.monotonic()
-        if now - self._last_warning < _WARN_EVERY:
-            self._unwarned += 1
-            return
-        suffix = f" ({self._unwarned} more since the last warning)" if self._unwarned else ""
-        self._last_warning, self._unwarned = now, 0
-        logger.warning(message + suffix, *args)
+        self._warnings.log(logging.WARNING, message, *args)
 
     def send(self, request: bytes) -> bool:
         """True when the collector accepted the request; False when it gave up."""
@@ -108,7 +133,7 @@ class RequestSender:
         self._stopping.set()
 
 
-class GrpcSender(RequestSender):
+class GrpcSender(OtlpSender):
     """``credentials`` None: the system's roots when the endpoint calls for TLS."""
 
     def __init__(
@@ -198,7 +223,7 @@ def _retryable_grpc_codes() -> frozenset[grpc.StatusCode]:
     )
 
 
-class HttpSender(RequestSender):
+class HttpSender(OtlpSender):
     """``session`` None: a plain ``requests`` session."""
 
     def __init__(self, target: ExportTarget, signal: str, session: Any):

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from otel_spans.report.model import Phase, TaskRun, ThreadInterval, Workflow
+from otel_spans.analysis.model import Phase, TaskRun, ThreadInterval, Workflow
 
 _NS_PER_S = 1e9
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +40,11 @@ from dask.base import annotate
 from distributed.diagnostics.plugin import WorkerPlugin
 from opentelemetry import context as otel_context
 
-from otel_spans import context, semconv, worker_tracing
+from otel_spans import context, semconv
 from otel_spans.config import Settings
-from otel_spans.exporting import build_resource
+from otel_spans.export.resource import build_resource
+from otel_spans.throttle import Throttle
+from otel_spans.worker import tracing as worker_tracing
 
 if TYPE_CHECKING:
     from distributed import Nanny, Worker
@@ -78,7 +79,7 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         #: What ``execute`` was before us, when it was already shadowed on the instance.
         self._shadowed: Execute | None = None
         self._internal_errors = 0
-        self._last_error_log = 0.0
+        self._error_log = Throttle(_ERROR_LOG_EVERY)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def setup(self, worker: Worker) -> None:
@@ -155,7 +156,7 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
 
     def _prepare(
         self, ts: WorkerTaskState | None, key: Any
-    ) -> tuple[WorkerTaskState, Context, dict[str, Any], worker_tracing.TaskRun] | None:
+    ) -> tuple[WorkerTaskState, Context, dict[str, Any], worker_tracing.RunningTask] | None:
         """What a task runs with: its context, its annotation, its children counter."""
         if ts is None or not ts.annotations or self._lease is None:
             return None
@@ -171,10 +172,11 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
 
     def _internal_error(self) -> None:
         self._internal_errors += 1
-        now = time.monotonic()
-        if now - self._last_error_log >= _ERROR_LOG_EVERY:
-            self._last_error_log = now
-            logger.exception("otel-spans: internal error around a task's execution (ignored)")
+        self._error_log.log(
+            logging.ERROR,
+            "otel-spans: internal error around a task's execution (ignored)",
+            exc_info=True,
+        )
 
 
 # -- the preload ------------------------------------------------------------------------------

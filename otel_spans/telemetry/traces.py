@@ -3,14 +3,15 @@
 The spans describe work that already happened, with ids fixed by :mod:`otel_spans.ids`,
 so there is no ``Tracer`` (whose id generator would pick random ids) and no
 ``ReadableSpan``: each record is written straight into OTLP protobuf bytes by
-:mod:`otel_spans.otlp_wire`, which also applies the span limits as the SDK would.
+:mod:`otel_spans.export.wire`, which also applies the span limits as the SDK would.
 """
 
 from __future__ import annotations
 
-from otel_spans import ids, otlp_wire, semconv
-from otel_spans.config import SpanLimits
-from otel_spans.otlp_wire import STATUS_ERROR, STATUS_UNSET, Event, Link
+from otel_spans import ids, semconv
+from otel_spans.config import RecordLimits
+from otel_spans.export import wire
+from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, Event, Link
 from otel_spans.records import (
     AttrValue,
     EventRecord,
@@ -63,14 +64,14 @@ def _encode(
     record: SpanRecord | GroupRecord | TaskRecord,
     name: str,
     attributes: dict[str, AttrValue],
-    limits: SpanLimits,
+    limits: RecordLimits,
     *,
     events: list[Event] | None = None,
     links: list[Link] | None = None,
     status: tuple[int, str] = (STATUS_UNSET, ""),
 ) -> bytes:
     """The span of a record: its ids and times, with this name, attributes and status."""
-    return otlp_wire.span(
+    return wire.span(
         name=name,
         trace_id=record.trace_id,
         span_id=record.span_id,
@@ -86,7 +87,7 @@ def _encode(
     )
 
 
-def dask_span(record: SpanRecord, *, limits: SpanLimits) -> bytes:
+def dask_span(record: SpanRecord, *, limits: RecordLimits) -> bytes:
     """The OTel span of one export of a Dask span."""
     links: list[Link] = []
     if record.previous_span_id:
@@ -117,7 +118,7 @@ def _links(records: tuple[LinkRecord, ...]) -> list[Link]:
     return [Link(link.trace_id, link.span_id, dict(link.attributes)) for link in records]
 
 
-def group_span(record: GroupRecord, *, limits: SpanLimits) -> bytes:
+def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
     """The span of a task group: named by its prefix, the full name in an attribute."""
     attrs: dict[str, AttrValue] = {
         semconv.DASK_TASK_GROUP_NAME: record.name,
@@ -142,7 +143,7 @@ def group_span(record: GroupRecord, *, limits: SpanLimits) -> bytes:
     )
 
 
-def task_spans(record: TaskRecord, *, limits: SpanLimits) -> list[bytes]:
+def task_spans(record: TaskRecord, *, limits: RecordLimits) -> list[bytes]:
     """The span of one sampled task run, and one child span per phase."""
     attrs: dict[str, AttrValue] = {
         semconv.DASK_TASK_KEY: record.key,
@@ -173,10 +174,10 @@ def task_spans(record: TaskRecord, *, limits: SpanLimits) -> list[bytes]:
     out = [_encode(record, record.prefix, attrs, limits, events=events, status=status)]
     for i, phase in enumerate(record.phases):
         out.append(
-            otlp_wire.span(
+            wire.span(
                 name=phase.action,
                 trace_id=record.trace_id,
-                span_id=ids.span_id_for(record.span_id, "phase", i),
+                span_id=ids.phase_span_id(record.span_id, i),
                 parent_span_id=record.span_id,
                 start_ns=phase.start_ns,
                 end_ns=phase.end_ns,

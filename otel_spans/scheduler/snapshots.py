@@ -1,8 +1,9 @@
-"""Reading Dask's scheduler objects into records: the read-only half of the Dask side.
+"""Reading Dask's ``Span`` objects into records: snippets, states, events, deltas.
 
-Functions here run on the scheduler's event loop (called by :mod:`otel_spans.plugin`)
-and turn live ``Span``/``TaskGroup`` state into immutable records and counter deltas.
-They never keep references to Dask objects and never touch the OTel SDK.
+Functions here run on the scheduler's event loop (called by the other modules of
+:mod:`otel_spans.scheduler`) and turn live ``Span``/``TaskGroup`` state into immutable
+records and counter deltas. They never keep references to Dask objects and never
+touch the OTel SDK.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from otel_spans import semconv
 from otel_spans.config import CodeCapture
-from otel_spans.records import Attrs, CodeSnippet, CounterDelta
+from otel_spans.records import CodeSnippet, CounterDelta, EventRecord, ns
 
 if TYPE_CHECKING:
+    from distributed import Scheduler
     from distributed.spans import Span
 
 #: States reported as a snapshot for spans exported unfinished (at shutdown).
@@ -112,5 +114,33 @@ def growth(
                 yield key, value - before
 
 
-def label(*pairs: tuple[str, str]) -> Attrs:
-    return tuple(pairs)
+def cpu_delta(
+    tags: tuple[str, ...], reported: MutableMapping[Any, float], active_cpu_seconds: float
+) -> list[CounterDelta]:
+    """The growth of a span's CPU made available (``Span.active_cpu_seconds``)."""
+    return [
+        CounterDelta(semconv.M_SPAN_CPU_AVAILABLE, tags, (), value)
+        for _, value in growth({("cpu",): active_cpu_seconds}, reported)
+    ]
+
+
+def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[EventRecord, ...]:
+    """One event per compute/persist/submit whose task groups fed this span.
+
+    ``limit`` is the longest code snippet kept (``Settings.code_snippet_length``).
+    """
+    own = span.groups
+    events = []
+    for computation in list(scheduler.computations):
+        shared = len(computation.groups & own)
+        if not shared:
+            continue
+        attrs: tuple[tuple[str, str | int], ...] = (
+            (semconv.DASK_COMPUTATION_ID, str(computation.id)),
+            (semconv.DASK_COMPUTATION_GROUPS, shared),
+        )
+        for frames in list(computation.code)[:1]:
+            if frames and limit:
+                attrs += ((semconv.DASK_SPAN_CODE, frames[-1].code[:limit]),)
+        events.append(EventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
+    return tuple(events)

@@ -1,0 +1,212 @@
+"""The bounded hand-off between the scheduler's event loop and an exporter thread.
+
+The event loop calls :meth:`ExportPipeline.submit`, which never blocks and never raises:
+when the queue is full the record is dropped and counted. A daemon thread drains the
+queue in batches and does the encoding and the network I/O, so a collector that is
+slow, down or hanging costs the scheduler nothing but the records it cannot take.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Generic, TypeVar
+
+from otel_spans.throttle import Throttle
+
+logger = logging.getLogger("otel_spans")
+
+R = TypeVar("R")
+
+#: How long the exporter thread waits for a batch to fill before sending what it has.
+_BATCH_WAIT = 0.2
+#: At most one "records dropped" warning per this many seconds.
+_WARN_EVERY = 30.0
+
+
+@dataclass(frozen=True)
+class PipelineStats:
+    """Counters of one pipeline; ``lost`` is everything that never reached the backend."""
+
+    signal: str
+    submitted: int
+    exported: int
+    #: Refused at submit because the queue was full.
+    dropped: int
+    #: Handed to the exporter, which gave up (collector down, timeout, refused).
+    failed: int
+    #: Still queued, or being sent, when shutdown's deadline passed.
+    unsent: int
+    queued: int
+    #: In the batch the exporter thread is sending right now.
+    sending: int
+
+    @property
+    def lost(self) -> int:
+        return self.dropped + self.failed + self.unsent
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {**asdict(self), "lost": self.lost}
+
+
+class ExportPipeline(Generic[R]):
+    """A bounded queue of records and the thread that sends them in batches.
+
+    ``send`` turns a batch of records into signals and exports them; it runs only on
+    the pipeline's own thread and returns whether the backend accepted the batch.
+    ``stop`` aborts what ``send`` is doing (e.g. the exporter's retry back-off) and is
+    called once at close.
+
+    There is one producer, the scheduler's event loop, and :meth:`submit` takes no
+    lock: a ``deque`` append is atomic, the producer alone writes the submit-side
+    counters and the exporter thread alone writes the send-side ones. The loop can
+    therefore never wait for the exporter thread, whatever that thread is doing.
+    """
+
+    def __init__(
+        self,
+        signal: str,
+        send: Callable[[list[R]], bool],
+        stop: Callable[[], object],
+        *,
+        queue_size: int,
+        batch_size: int,
+    ):
+        self.signal = signal
+        self._send = send
+        self._stop = stop
+        self._queue_size = queue_size
+        self._batch_size = batch_size
+        self._items: deque[R] = deque()
+        #: Set by the producer when a full batch waits; the thread also wakes on a timer.
+        self._wake = threading.Event()
+        #: Orders the exporter thread against close(); never taken by the producer.
+        self._lock = threading.Lock()
+        self._closing = False
+        self._abandoned = False
+        self._submitted = self._dropped = 0  # written by the producer only
+        self._exported = self._failed = self._sending = 0  # by the exporter thread only
+        self._unsent = 0  # by close() only
+        self._drop_warnings = Throttle(_WARN_EVERY)
+        self._thread = threading.Thread(
+            target=self._run, name=f"otel-spans-{signal}-exporter", daemon=True
+        )
+        self._thread.start()
+
+    # -- event loop side: O(1), lock-free, never raises -----------------------------------
+    def submit(self, record: R) -> bool:
+        """Queue one record; False (and counted) when the queue is full or closed."""
+        self._submitted += 1
+        items = self._items
+        if self._closing or len(items) >= self._queue_size:
+            self._dropped += 1
+            self._warn_dropped()
+            return False
+        items.append(record)
+        if len(items) >= self._batch_size and not self._wake.is_set():
+            self._wake.set()
+        return True
+
+    def _warn_dropped(self) -> None:
+        self._drop_warnings.log(
+            logging.WARNING,
+            "otel-spans: %s queue full (%d); %d records dropped so far",
+            self.signal,
+            self._queue_size,
+            self._dropped,
+        )
+
+    def stats(self) -> PipelineStats:
+        """A reading of the counters (each exact; taken without stopping the others)."""
+        return PipelineStats(
+            signal=self.signal,
+            submitted=self._submitted,
+            exported=self._exported,
+            dropped=self._dropped,
+            failed=self._failed,
+            unsent=self._unsent,
+            queued=len(self._items),
+            sending=self._sending,
+        )
+
+    # -- exporter thread ------------------------------------------------------------------
+    def _take(self) -> list[R]:
+        if len(self._items) < self._batch_size and not self._closing:
+            self._wake.wait(_BATCH_WAIT)
+        self._wake.clear()
+        batch: list[R] = []
+        with self._lock:
+            if self._abandoned:
+                return batch
+            while self._items and len(batch) < self._batch_size:
+                batch.append(self._items.popleft())
+            self._sending = len(batch)
+        return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if not batch:
+                if self._closing:
+                    return
+                continue
+            try:
+                ok = self._send(batch)
+            except Exception:
+                logger.exception("otel-spans: exporting %d %s failed", len(batch), self.signal)
+                ok = False
+            with self._lock:
+                if self._abandoned:
+                    return  # close() already counted this batch as unsent
+                self._sending = 0
+                if ok:
+                    self._exported += len(batch)
+                else:
+                    self._failed += len(batch)
+
+    # -- shutdown -----------------------------------------------------------------------
+    def close(self, timeout: float) -> PipelineStats:
+        """Flush for at most ``timeout`` seconds, then give up; blocking, call off the loop."""
+        deadline = time.monotonic() + timeout
+        self._closing = True
+        self._wake.set()
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            # A batch still being sent when the deadline passed is abandoned with the
+            # thread (a daemon): count it as unsent now, so no record goes uncounted.
+            self._unsent += len(self._items) + self._sending
+            self._sending = 0
+            self._abandoned = True
+            self._items.clear()
+        # Abort retries still in flight; the exporter's own shutdown can block, so it
+        # gets the rest of the budget, never more.
+        call_with_deadline(self._stop, max(0.05, deadline - time.monotonic()))
+        stats = self.stats()
+        if stats.lost:
+            logger.warning(
+                "otel-spans: %s: %d records never reached the backend "
+                "(%d dropped on a full queue, %d failed to export, %d unsent at shutdown)",
+                self.signal,
+                stats.lost,
+                stats.dropped,
+                stats.failed,
+                stats.unsent,
+            )
+        return stats
+
+
+def call_with_deadline(function: Callable[[], object], timeout: float) -> bool:
+    """Call ``function`` on a daemon thread and wait for it at most ``timeout`` seconds.
+
+    How every shutdown here stays bounded whatever the collector does: an SDK
+    processor's or exporter's own shutdown can block on the network for its full
+    timeout. Returns whether it finished in time; if not, the thread is abandoned.
+    """
+    thread = threading.Thread(target=function, name="otel-spans-shutdown", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return not thread.is_alive()

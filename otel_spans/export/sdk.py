@@ -1,0 +1,225 @@
+"""The OTel SDK's exporters, configured from :class:`~otel_spans.config.ExportTarget`.
+
+The SDK exports the metrics of every process and the spans user code starts in tasks
+on workers (the scheduler's own spans and logs are pre-encoded and go through
+:mod:`otel_spans.export.senders`). Every option is passed to the SDK explicitly, so its
+own reading of ``OTEL_*`` never disagrees with the settings resolved in
+:mod:`otel_spans.config`, and every exporter is wrapped so that its outcomes are counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.metrics import (
+    Counter,
+    Histogram,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+    UpDownCounter,
+)
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_spans.config import ExportTarget, Temporality
+from otel_spans.export.files import JsonLinesWriter, OtlpJsonMetricExporter, OtlpJsonSpanExporter
+from otel_spans.export.tls import grpc_credentials, http_session
+
+logger = logging.getLogger("otel_spans")
+
+_CUMULATIVE = AggregationTemporality.CUMULATIVE
+_DELTA = AggregationTemporality.DELTA
+#: Adds data points aggregated outside the SDK to a batch: (data, temporality, reader id).
+Inject = Callable[[MetricsData, AggregationTemporality, int], MetricsData]
+
+
+def _otlp_options(target: ExportTarget) -> dict[str, Any]:
+    """The constructor arguments every OTLP exporter of ``target``'s protocol takes."""
+    if target.protocol == "grpc":
+        import grpc
+
+        return {
+            "endpoint": target.endpoint,
+            "insecure": target.insecure,
+            "credentials": grpc_credentials(target),
+            "headers": dict(target.headers),
+            "timeout": target.timeout,
+            "compression": grpc.Compression.Gzip if target.compression else None,
+        }
+    from opentelemetry.exporter.otlp.proto.http import Compression
+
+    return {
+        "endpoint": target.endpoint,
+        "certificate_file": target.certificate,
+        "client_certificate_file": target.client_certificate,
+        "client_key_file": target.client_key,
+        "headers": dict(target.headers),
+        "timeout": target.timeout,
+        "compression": Compression.Gzip if target.compression else Compression.NoCompression,
+        "session": http_session(target),
+    }
+
+
+# -- counting ---------------------------------------------------------------------------------
+@dataclass
+class ExportCounts:
+    """How many items an exporter delivered and how many it gave up on.
+
+    The one place where an SDK exporter's outcome is counted (and its exceptions kept
+    from the SDK thread): the SDK itself only logs failures.
+    """
+
+    exported: int = 0
+    failed: int = 0
+
+    def run(self, what: str, items: int, export: Callable[[], bool]) -> bool:
+        try:
+            ok = export()
+        except Exception:
+            logger.exception("otel-spans: exporting %s failed", what)
+            ok = False
+        if ok:
+            self.exported += items
+        else:
+            self.failed += items
+        return ok
+
+
+class CountingSpanExporter(SpanExporter):
+    """A span exporter whose spans are counted (exported or failed)."""
+
+    def __init__(self, inner: SpanExporter):
+        self.inner = inner
+        self.counts = ExportCounts()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        ok = self.counts.run(
+            f"{len(spans)} worker spans",
+            len(spans),
+            lambda: self.inner.export(spans) == SpanExportResult.SUCCESS,
+        )
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class CountingMetricExporter(MetricExporter):
+    """A metric exporter whose exports are counted, with outside points injected.
+
+    A failed metrics export loses nothing with cumulative temporality (the next one
+    carries the totals), but the operator still needs to see that exports fail.
+    """
+
+    def __init__(self, inner: MetricExporter, inject: Inject | None = None):
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self.inner = inner
+        self.inject = inject
+        self.counts = ExportCounts()
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
+    ) -> MetricExportResult:
+        def export() -> bool:
+            data = metrics_data
+            if self.inject is not None:
+                temporality = (self._preferred_temporality or {}).get(Histogram, _CUMULATIVE)
+                data = self.inject(data, temporality, id(self))
+            result = self.inner.export(data, timeout_millis=timeout_millis)
+            return result == MetricExportResult.SUCCESS
+
+        ok = self.counts.run("metrics", 1, export)
+        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+        self.inner.shutdown(timeout_millis=timeout_millis)
+
+
+# -- spans ----------------------------------------------------------------------------------------
+class _NoSpanExporter(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
+    """The SDK span exporter for ``target``, every option passed explicitly."""
+    if target.kind == "none":
+        return _NoSpanExporter()
+    if target.kind == "file":
+        return OtlpJsonSpanExporter(JsonLinesWriter(target.directory, "traces", role))
+    if target.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcSpanExporter,
+        )
+
+        return GrpcSpanExporter(**_otlp_options(target))
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+
+    return HttpSpanExporter(**_otlp_options(target))
+
+
+# -- metrics --------------------------------------------------------------------------------------
+def temporality_preference(choice: Temporality) -> dict[type, AggregationTemporality]:
+    """The OTLP temporality preferences named in the OTel specification."""
+    if choice == "cumulative":
+        counters = histograms = observable = _CUMULATIVE
+    elif choice == "delta":
+        counters = histograms = observable = _DELTA
+    else:  # lowmemory: delta where the SDK keeps no per-series state for it
+        counters, histograms, observable = _DELTA, _DELTA, _CUMULATIVE
+    return {
+        Counter: counters,
+        Histogram: histograms,
+        ObservableCounter: observable,
+        UpDownCounter: _CUMULATIVE,
+        ObservableUpDownCounter: _CUMULATIVE,
+        ObservableGauge: _CUMULATIVE,
+    }
+
+
+def make_metric_exporter(
+    target: ExportTarget, temporality: Temporality, *, role: str
+) -> MetricExporter | None:
+    """The SDK metric exporter for ``target``; None when metrics are not pushed."""
+    if target.kind == "none":
+        return None
+    preference = temporality_preference(temporality)
+    if target.kind == "file":
+        return OtlpJsonMetricExporter(
+            JsonLinesWriter(target.directory, "metrics", role), preference
+        )
+    if target.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        return GrpcMetricExporter(**_otlp_options(target), preferred_temporality=preference)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return HttpMetricExporter(**_otlp_options(target), preferred_temporality=preference)

@@ -1,0 +1,145 @@
+"""Dask's structured events (``Scheduler.log_event``) as OTel log entries.
+
+Worker losses also feed the task groups: the tasks a dead worker was running or
+holding run again, and their next run is kept as recomputed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from distributed.metrics import time
+
+from otel_spans import semconv
+from otel_spans.config import Settings
+from otel_spans.records import LogEntry, ns
+from otel_spans.scheduler.snapshots import EXCEPTION_FIELDS
+from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+
+#: Most event topics whose log decision is remembered.
+_MAX_TOPICS = 1000
+#: Most recent worker removals remembered (to handle each once).
+_MAX_REMOVALS = 1000
+_SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
+
+
+def _matches(topic: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(str(topic), pattern) for pattern in patterns)
+
+
+class DaskEvents:
+    """Turns the events Dask logs into log entries; see :meth:`log_event`.
+
+    ``identity`` gives the tracked Dask span of a uuid (None if untracked), so that an
+    event naming a task key or a span carries that span's trace and span ids.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        settings: Settings,
+        submit: Callable[[LogEntry], object],
+        identity: Callable[[str], SpanIdentity | None],
+        task_groups: TaskGroups | None,
+    ):
+        self._scheduler = scheduler
+        self._settings = settings
+        self._submit = submit
+        self._identity = identity
+        self._task_groups = task_groups
+        #: Event topic -> whether its events become log records (bounded).
+        self._topic_logged: dict[Any, bool] = {}
+        #: Recent worker removals already handled (insertion-ordered, bounded).
+        self._removals: dict[tuple[Any, Any], None] = {}
+        #: The last event message that became a log record.
+        self._last_logged: object = None
+
+    def clear(self) -> None:
+        self._topic_logged.clear()
+        self._removals.clear()
+        self._last_logged = None
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        action = msg.get("action") if isinstance(msg, dict) else None
+        if action == "remove-worker" and self._task_groups is not None:
+            # Logged under the worker's topic and under "all": count each removal once.
+            removal = (msg.get("stimulus_id"), msg.get("worker", topic))
+            if removal not in self._removals:
+                self._removals[removal] = None
+                if len(self._removals) > _MAX_REMOVALS:
+                    del self._removals[next(iter(self._removals))]
+                self._task_groups.lost(msg.get("processing-tasks") or ())
+                self._task_groups.lost(msg.get("lost-computed-tasks") or ())
+        if not self._logged(topic):
+            return
+        if isinstance(msg, dict):
+            # Dask publishes one message under several topics at once (update-graph
+            # under "scheduler" and the client's id): one record, under the first.
+            if msg is self._last_logged:
+                return
+            self._last_logged = msg
+        attributes: tuple[tuple[str, str], ...] = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
+        if action is not None:
+            attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
+        trace_id, span_id = self._context(msg)
+        self._submit(
+            LogEntry(
+                time_ns=ns(time()),
+                severity_number=_SEVERITY_INFO,
+                severity_text="INFO",
+                body=self._body(msg),
+                attributes=attributes,
+                event_name=semconv.LOG_EVENT_NAME,
+                trace_id=trace_id,
+                span_id=span_id,
+            )
+        )
+
+    def _logged(self, topic: Any) -> bool:
+        """Whether events of ``topic`` become log records; remembered per topic, since a
+        busy scheduler logs an event per client call and the globs cost µs each."""
+        known = self._topic_logged.get(topic)
+        if known is None:
+            logs = self._settings.logs
+            known = (
+                logs.target.kind != "none"
+                and _matches(topic, logs.topics)
+                and not _matches(topic, logs.exclude_topics)
+            )
+            if len(self._topic_logged) >= _MAX_TOPICS:  # per-worker topics come and go
+                self._topic_logged.clear()
+            self._topic_logged[topic] = known
+        return known
+
+    def _body(self, msg: Any) -> Any:
+        """A copy of the event; without its exception texts unless they may be captured."""
+        if not isinstance(msg, dict):
+            return msg
+        if self._settings.capture.exceptions == "type":
+            return {k: v for k, v in msg.items() if k not in EXCEPTION_FIELDS}
+        return dict(msg)
+
+    def _context(self, msg: Any) -> tuple[int, int]:
+        """Trace and span ids for an event that names a task key or a Dask span; else 0s."""
+        if not isinstance(msg, dict):
+            return 0, 0
+        identity = None
+        key = msg.get("key")
+        if key is not None:
+            try:
+                ts = self._scheduler.tasks.get(key)
+            except TypeError:  # an unhashable "key"
+                ts = None
+            if ts is not None and ts.group is not None and ts.group.span_id:
+                identity = self._identity(ts.group.span_id)
+        uuid = msg.get("span_id")
+        if identity is None and isinstance(uuid, str):
+            identity = self._identity(uuid)
+        if identity is None:
+            return 0, 0
+        return identity.trace_id, identity.otel_span_id

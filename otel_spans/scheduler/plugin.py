@@ -1,0 +1,254 @@
+"""The scheduler plugin: lifecycle and hook dispatch, on the scheduler's event loop.
+
+Everything the plugin does runs on the event loop, so each hook does bounded work and
+never raises into Dask: an error of ours is counted and logged (rate-limited) instead.
+The work itself is in one module per job:
+
+* :mod:`~otel_spans.scheduler.tracking` — spans: discovery, the trace poll, linger,
+  continuations, export;
+* :mod:`~otel_spans.scheduler.task_groups` — task groups and sampled task runs;
+* :mod:`~otel_spans.scheduler.metrics_reader` — the metrics tick;
+* :mod:`~otel_spans.scheduler.events` — Dask events as log entries;
+* :mod:`~otel_spans.scheduler.callers` — the caller's context from ``update_graph``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+from tornado.ioloop import PeriodicCallback
+
+from otel_spans import config
+from otel_spans.config import Settings
+from otel_spans.scheduler.events import DaskEvents
+from otel_spans.scheduler.metrics_reader import MetricsReader
+from otel_spans.scheduler.slices import Resume
+from otel_spans.scheduler.task_groups import TaskGroups, compute_seconds
+from otel_spans.scheduler.tracking import SpanTracker
+from otel_spans.telemetry.signals import Signals
+from otel_spans.throttle import Throttle
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+
+logger = logging.getLogger("otel_spans")
+
+#: A task entering one of these states means its span has work to do again.
+_ACTIVE_STATES = frozenset({"waiting", "queued", "processing", "no-worker"})
+#: Final states counted per span and prefix as tasks reach them. Dask's own per-group
+#: state counts forget an erred task as soon as the client releases it; these do not.
+_FINAL_STATES = frozenset({"memory", "erred"})
+#: Transitions after which a span may have become done: the poll re-checks it.
+_SETTLING_STATES = _FINAL_STATES | {"released"}
+#: At most one "internal error" log line per this many seconds.
+_ERROR_LOG_EVERY = 60.0
+
+
+class OtelSpansPlugin(SchedulerPlugin):
+    """Export the scheduler's Dask spans as OpenTelemetry signals.
+
+    Parameters
+    ----------
+    settings
+        Fully resolved settings; when omitted they are read on the scheduler, in
+        ``start``, from its dask.config and environment plus ``overrides``.
+    **overrides
+        ``otel-spans`` configuration keys (``endpoint="http://collector:4317"``,
+        ``traces={"linger": "1s"}``); they win over the scheduler's dask.config. Use
+        them with ``client.register_plugin(OtelSpansPlugin(...))`` on a running cluster.
+    """
+
+    name: ClassVar[str] = "otel-spans"
+
+    def __init__(self, settings: Settings | None = None, **overrides: Any):
+        # Catch typos on the client, before the plugin travels to the scheduler.
+        config.check_keys(overrides)
+        self._overrides = overrides
+        self._given_settings = settings
+        self.settings: Settings | None = None
+        self.signals: Signals | None = None
+        self._scheduler: Scheduler | None = None
+        self._callbacks: list[PeriodicCallback] = []
+        self._tracker: SpanTracker | None = None
+        self._metrics: MetricsReader | None = None
+        self._events: DaskEvents | None = None
+        self._internal_errors = 0
+        self._error_log = Throttle(_ERROR_LOG_EVERY)
+        #: The pipelines after close(): their final counters stay readable in stats().
+        self._closed_signals: Signals | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_overrides": self._overrides, "_given_settings": self._given_settings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["_given_settings"], **state["_overrides"])  # type: ignore[misc]
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self, scheduler: Scheduler) -> None:
+        if self._scheduler is not None:
+            return
+        settings = self._given_settings or Settings.from_config(self._overrides)
+        self.settings = settings
+        self._scheduler = scheduler
+        if not settings.enabled:
+            logger.info("otel-spans: disabled by configuration")
+            return
+        signals = self.signals = Signals(
+            settings,
+            role="scheduler",
+            instance_id=scheduler.id,
+            scheduler_address=scheduler.address,
+            loop_errors=lambda: self._internal_errors,
+        )
+        task_groups = None
+        erred_logs = settings.logs.erred_tasks and settings.logs.target.kind != "none"
+        if signals.traces_enabled or erred_logs:
+            # Without traces and erred-task logs nothing would read the task groups.
+            task_groups = TaskGroups(
+                scheduler,
+                submit=signals.submit_span,
+                log=signals.submit_log if erred_logs else None,
+                max_error_stories=settings.traces.max_error_stories,
+                max_length=settings.max_attribute_length,
+                exception_messages=settings.capture.exceptions == "message",
+            )
+        self._tracker = SpanTracker(
+            scheduler, settings, signals, task_groups, Resume(self._poll_safely)
+        )
+        self._metrics = MetricsReader(
+            scheduler, settings, signals, self._tracker, Resume(self._metrics_safely)
+        )
+        self._events = DaskEvents(
+            scheduler, settings, signals.submit_log, self._tracker.identity, task_groups
+        )
+        scheduler.handlers["otel_spans_stats"] = self.stats
+        self._callbacks = [
+            PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000),
+            PeriodicCallback(self._metrics_safely, settings.metrics.interval * 1000),
+        ]
+        for callback in self._callbacks:
+            callback.start()
+        logger.info("otel-spans: %s", signals.describe())
+
+    async def close(self) -> None:
+        for callback in self._callbacks:
+            callback.stop()
+        self._callbacks = []
+        if self.signals is None:
+            return
+        self._poll_safely(final=True)
+        self._metrics_safely(final=True)
+        # Hooks see no pipelines from here on; stats() still reads their counters.
+        signals, self.signals = self.signals, None
+        self._closed_signals = signals
+        assert self.settings is not None
+        timeout = self.settings.shutdown_timeout
+        # close() blocks on the exporter threads; keep it off the event loop, and never
+        # wait longer than the deadline plus a margin, whatever the exporters do.
+        try:
+            await asyncio.wait_for(asyncio.to_thread(signals.close, timeout), timeout + 1.0)
+        except asyncio.TimeoutError:
+            logger.warning("otel-spans: exporters did not stop within %.1fs", timeout)
+        self._release()
+
+    def _release(self) -> None:
+        """Forget every span once closed (see ``Signals._release_metrics`` for why)."""
+        for part in (self._tracker, self._metrics, self._events):
+            if part is not None:
+                part.clear()
+        self._tracker = self._metrics = self._events = None
+
+    def stats(self) -> dict[str, Any]:
+        """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
+        tracker = self._tracker
+        out: dict[str, Any] = {
+            "open_spans": len(tracker.open) if tracker else 0,
+            "live_spans": len(tracker.live) if tracker else 0,
+            "tracked_spans": len(tracker.tracks) if tracker else 0,
+        }
+        if tracker is not None and tracker.task_groups is not None:
+            out["dag"] = tracker.task_groups.stats()
+        signals = self.signals or self._closed_signals
+        if signals is not None:
+            out.update(signals.stats())  # internal errors of the loop and the exporters
+        else:
+            out["internal_errors"] = self._internal_errors
+        return out
+
+    # -- hooks (event loop) -------------------------------------------------------------
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        active = finish in _ACTIVE_STATES
+        if not active and finish not in _SETTLING_STATES:
+            return
+        try:
+            tracker = self._tracker
+            if tracker is None or self.signals is None:
+                return
+            assert self._scheduler is not None
+            ts = self._scheduler.tasks.get(key)
+            if ts is None or ts.group is None:
+                return
+            uuid = ts.group.span_id
+            if not uuid:
+                return
+            track = tracker.track_uuid(uuid)
+            if track is None:
+                return
+            if active:
+                tracker.became_active(uuid, track)
+                return
+            tracker.settled(uuid)
+            if finish == "released" or (finish == "memory" and start != "processing"):
+                return
+            compute = compute_seconds(kwargs.get("startstops"))
+            tracker.task_finished(ts, start, finish, kwargs, track, compute)
+        except Exception:
+            self._internal_error("transition")
+
+    def update_graph(self, scheduler: Scheduler, *, annotations: Any = None, **kwargs: Any) -> None:
+        """Adopt the caller's trace context that ``otel_spans.span`` annotated tasks with.
+
+        Runs before the new tasks transition, so ids are settled before any of the new
+        spans is tracked (see :mod:`otel_spans.scheduler.callers`).
+        """
+        try:
+            tracker = self._tracker
+            ext = tracker.extension() if tracker is not None else None
+            if tracker is not None and ext is not None and annotations:
+                tracker.callers.adopt(scheduler, ext, annotations)
+        except Exception:
+            self._internal_error("update_graph")
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        """Dask structured events: worker losses feed the task groups, topics become logs."""
+        try:
+            if self._events is not None and self.signals is not None:
+                self._events.log_event(topic, msg)
+        except Exception:
+            self._internal_error("log_event")
+
+    # -- periodic work --------------------------------------------------------------------
+    def _poll_safely(self, final: bool = False) -> None:
+        try:
+            if self._tracker is not None and self.signals is not None:
+                self._tracker.poll(final)
+        except Exception:
+            self._internal_error("poll")
+
+    def _metrics_safely(self, final: bool = False) -> None:
+        try:
+            if self._metrics is not None and self.signals is not None:
+                self._metrics.tick(final)
+        except Exception:
+            self._internal_error("metrics")
+
+    # -- failures -----------------------------------------------------------------------
+    def _internal_error(self, where: str) -> None:
+        """Count and (rate-limited) log a bug of ours; Dask must never see it."""
+        self._internal_errors += 1
+        self._error_log.log(
+            logging.ERROR, "otel-spans: internal error in %s (ignored)", where, exc_info=True
+        )

@@ -1,0 +1,448 @@
+"""Span tracking: which Dask spans exist, which are done, and when each is exported.
+
+On the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`):
+
+* :meth:`SpanTracker.task_finished` counts tasks reaching a final state and their
+  output bytes per span and prefix, and hands the run to the task groups;
+* the trace poll (``traces.poll-interval``, :meth:`SpanTracker.poll`) discovers new
+  Dask spans and checks the *open* ones (not yet exported, or reopened) for being
+  done. A span that stayed done for ``traces.linger`` is snapshotted into a
+  :class:`SpanRecord` and handed to the exporter thread; cost per poll O(spans that
+  had transitions × their task groups), never O(history), in time slices
+  (:mod:`otel_spans.scheduler.slices`).
+
+A Dask span can become not-done after it was exported (a new sub-span, or a worker
+died holding its only results). Its later work is exported as a *continuation*: a new
+OTel span, child of the first export, linked to the previous export, with its own id
+(:func:`otel_spans.ids.continuation_span_id`). No two exports ever share a span id.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time as _time
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from distributed.metrics import time
+
+from otel_spans import ids, semconv
+from otel_spans.config import Settings
+from otel_spans.records import HistogramSample, LinkRecord, SpanRecord, ns
+from otel_spans.scheduler import snapshots, workflow
+from otel_spans.scheduler.callers import CallerContexts
+from otel_spans.scheduler.sampling import Policy
+from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
+from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+from otel_spans.telemetry.signals import Signals
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+    from distributed.scheduler import TaskState
+    from distributed.spans import Span, SpansSchedulerExtension
+
+
+@dataclass(slots=True)
+class TrackedSpan:
+    """What otel-spans remembers of one Dask span (one small object per span)."""
+
+    #: Tags, trace id, OTel span id of the first export, sampling policy.
+    identity: SpanIdentity
+    is_root: bool
+    #: How many times the span was exported so far.
+    exports: int = 0
+    #: OTel span id of the latest export.
+    last_span_id: int = 0
+    #: When the latest export ended (epoch seconds).
+    last_end: float = 0.0
+    #: When new work arrived after the latest export; None while not reopened.
+    reopened_at: float | None = None
+    #: When the poll first saw the span done; None while not done.
+    done_since: float | None = None
+    #: When the span was last exported as done; metrics settle from there.
+    exported_at: float | None = None
+    #: (prefix, final state) -> tasks that reached it.
+    finished: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: prefix -> bytes of outputs produced.
+    output: dict[str, int] = field(default_factory=dict)
+    #: Cumulative values already handed over as counter deltas, by metric key.
+    reported: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return self.identity.tags
+
+    @property
+    def trace_id(self) -> int:
+        return self.identity.trace_id
+
+    @property
+    def otel_span_id(self) -> int:
+        """OTel span id of the first export (tasks and exemplars point here)."""
+        return self.identity.otel_span_id
+
+
+class SpanTracker:
+    """The lifecycle of every Dask span on one scheduler, from discovery to export."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        settings: Settings,
+        signals: Signals,
+        task_groups: TaskGroups | None,
+        resume_poll: Resume,
+    ):
+        self._scheduler = scheduler
+        self._settings = settings
+        self._signals = signals
+        self.task_groups = task_groups
+        self._resume_poll = resume_poll
+        #: Dask span uuid -> what is remembered of it.
+        self.tracks: dict[str, TrackedSpan] = {}
+        #: Spans not exported yet, or reopened since.
+        self.open: dict[str, Span] = {}
+        #: Spans whose metrics are still read (open, or not settled yet).
+        self.live: dict[str, Span] = {}
+        self.callers = CallerContexts(self.tracks)
+        #: Spans with new work after their last export, and since when.
+        self._reopened: dict[str, float] = {}
+        #: Spans with task transitions since the last poll: only these (and their
+        #: ancestors) can have changed their done-ness.
+        self._changed: set[str] = set()
+        #: Open spans seen done, waiting out the linger.
+        self._lingering: set[str] = set()
+        #: How many of the extension's spans (an insertion-ordered dict) were discovered.
+        self._discovered = 0
+        #: The spans the last poll had no time for, in order.
+        self._deferred: list[str] = []
+
+    def identity(self, uuid: str) -> SpanIdentity | None:
+        track = self.tracks.get(uuid)
+        return track.identity if track is not None else None
+
+    def clear(self) -> None:
+        """Forget every span (after close: see ``Signals._release_metrics`` for why)."""
+        for state in (
+            self.tracks,
+            self.open,
+            self.live,
+            self._reopened,
+            self._changed,
+            self._lingering,
+            self._deferred,
+        ):
+            state.clear()
+        self.callers.clear()
+        self.task_groups = None
+
+    # -- discovery ------------------------------------------------------------------------
+    def extension(self) -> SpansSchedulerExtension | None:
+        return self._scheduler.extensions.get("spans")
+
+    def track_uuid(self, uuid: str) -> TrackedSpan | None:
+        """The tracked span of ``uuid``, tracked now if it is new (seen in a transition
+        before any poll)."""
+        track = self.tracks.get(uuid)
+        if track is not None:
+            return track
+        ext = self.extension()
+        span = ext.spans.get(uuid) if ext is not None else None
+        return self._track(span) if span is not None else None
+
+    def _track(self, span: Span) -> TrackedSpan:
+        track = self.tracks.get(span.id)
+        if track is None:
+            root = snapshots.root_of(span)
+            tags = tuple(str(tag) for tag in span.name)
+            caller = self.callers.get(root.id)
+            if caller is not None and not caller.as_link:
+                trace_id = caller.trace_id  # the caller's trace: we are part of it
+            else:
+                trace_id = ids.workflow_trace_id(root.id)
+            identity = SpanIdentity(
+                span.id, tags, trace_id, ids.dask_span_id(span.id), self._policy(tags)
+            )
+            track = self.tracks[span.id] = TrackedSpan(identity=identity, is_root=root is span)
+            self.open[span.id] = span
+            self.live[span.id] = span
+        return track
+
+    def _policy(self, tags: tuple[str, ...]) -> Policy:
+        tasks = self._settings.traces.tasks
+        mode = tasks.mode
+        name = "/".join(tags)
+        for rule in tasks.rules:
+            if fnmatch.fnmatchcase(name, rule.match):
+                mode = rule.mode
+                break
+        return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace, tasks.min_duration)
+
+    # -- transitions (hot path) -------------------------------------------------------------
+    def became_active(self, uuid: str, track: TrackedSpan) -> None:
+        """A task of the span is waiting or running again."""
+        self._changed.add(uuid)
+        if track.exports and uuid not in self._reopened:
+            self._reopened[uuid] = time()
+
+    def settled(self, uuid: str) -> None:
+        """A task of the span reached a state after which the span may be done."""
+        self._changed.add(uuid)
+
+    def task_finished(
+        self,
+        ts: TaskState,
+        start: str,
+        finish: str,
+        kwargs: dict[str, Any],
+        track: TrackedSpan,
+        compute: float,
+    ) -> None:
+        """A task of ``track`` reached memory (having computed) or erred."""
+        task_span_id = 0
+        if self.task_groups is not None:
+            task_span_id = self.task_groups.task_finished(
+                ts, start, finish, kwargs, track.identity, compute
+            )
+        prefix = ts.group.prefix.name
+        counter = (prefix, finish)
+        track.finished[counter] = track.finished.get(counter, 0) + 1
+        if finish == "memory":
+            track.output[prefix] = track.output.get(prefix, 0) + (kwargs.get("nbytes") or 0)
+            if kwargs.get("startstops"):
+                # The compute time into the duration histogram; an exemplar when the
+                # task has a span.
+                self._signals.record_task_duration(
+                    track.tags, prefix, compute, track.trace_id, task_span_id
+                )
+
+    # -- the trace poll -------------------------------------------------------------------
+    def poll(self, final: bool) -> None:
+        ext = self.extension()
+        if ext is None:
+            return
+        now = time()
+        if len(ext.spans) > self._discovered:
+            for span in islice(ext.spans.values(), self._discovered, None):
+                self._discovered += 1
+                self._track(span)
+                self._changed.add(span.id)
+                self._reopen_ancestors(span, span.enqueued)
+
+        reopened, self._reopened = self._reopened, {}
+        for uuid, when in reopened.items():
+            reopened_span = ext.spans.get(uuid)
+            if reopened_span is not None:
+                self._reopen(reopened_span, when)
+                self._reopen_ancestors(reopened_span, when)
+
+        # Done-ness only changes through task transitions of a span's tree: re-check
+        # the spans that had some, and their ancestors, not every open span.
+        dirty, self._changed = self._changed, set()
+        changed: set[str] = set()
+        for uuid in dirty:
+            node = self.open.get(uuid) or ext.spans.get(uuid)
+            while node is not None and node.id not in changed:
+                changed.add(node.id)
+                node = node.parent
+        if final:  # shutdown looks at every open span once more
+            changed |= set(self.open)
+        candidates = changed | self._lingering
+        done: dict[str, bool] = {}
+
+        linger = self._settings.traces.linger
+        deadline = _time.perf_counter() + LOOP_BUDGET
+        # What the last poll had no time for goes first, so that every span gets its
+        # turn however many others keep changing.
+        pending = [s for s in self._deferred if s in candidates]
+        pending += candidates.difference(pending)
+        self._deferred = []
+        for index, uuid in enumerate(pending):
+            if index and not final and _time.perf_counter() > deadline:
+                # Out of budget: the rest is looked at again in a moment.
+                self._changed.update(s for s in pending[index:] if s in changed)
+                self._deferred = pending[index:]
+                self._resume_poll.soon()
+                break
+            open_span = self.open.get(uuid)
+            if open_span is None:
+                continue
+            track = self.tracks[uuid]
+            if uuid in changed:
+                if self._done(open_span, changed, done):
+                    if track.done_since is None:
+                        track.done_since = now
+                        self._lingering.add(uuid)
+                else:
+                    track.done_since = None
+                    self._lingering.discard(uuid)
+            if track.done_since is not None and (final or now - track.done_since >= linger):
+                self._export(open_span, track, done=True)
+            elif final:
+                self._export(open_span, track, done=False)
+
+    def _done(self, span: Span, changed: set[str], memo: dict[str, bool]) -> bool:
+        """``Span.done``, without walking the whole subtree on every poll.
+
+        Dask's ``Span.done`` visits every task group below the span, and a root is
+        re-checked whenever any of its descendants had a transition: with 1,000
+        sub-spans that is 1,000 groups per check. Here a span is done when its own
+        groups are, and each child is: a child that is no longer open was exported
+        done (any later transition would have reopened it), a child outside
+        ``changed`` had no transition since it was last checked, and only the other
+        children are looked at again, once per poll (``memo``).
+        """
+        known = memo.get(span.id)
+        if known is not None:
+            return known
+        result = all(group.done for group in span.groups)
+        for child in span.children:
+            if not result:
+                break
+            if child.id not in self.open:
+                continue
+            if child.id in changed:
+                result = self._done(child, changed, memo)
+            else:
+                track = self.tracks.get(child.id)
+                result = track is not None and track.done_since is not None
+        memo[span.id] = result
+        return result
+
+    def _reopen(self, span: Span, when: float) -> None:
+        track = self.tracks.get(span.id)
+        if track is None or not track.exports:
+            return
+        if track.reopened_at is None:
+            track.reopened_at = max(when, track.last_end)
+        track.exported_at = None
+        self.open[span.id] = span
+        self.live[span.id] = span
+
+    def _reopen_ancestors(self, span: Span, when: float) -> None:
+        node = span.parent
+        while node is not None:
+            self._reopen(node, when)
+            node = node.parent
+
+    # -- export ---------------------------------------------------------------------------
+    def _export(self, span: Span, track: TrackedSpan, *, done: bool) -> None:
+        signals = self._signals
+        record = self._record(span, track, done=done)
+        signals.submit_span(record)
+        if self.task_groups is not None:
+            self.task_groups.export_groups(list(span.groups), track.identity, span.enqueued)
+        for key, value in record.extra:
+            if key == semconv.WORKFLOW_EFFICIENCY and isinstance(value, float):
+                signals.submit_sample(
+                    HistogramSample(
+                        semconv.M_WORKFLOW_EFFICIENCY,
+                        track.tags,
+                        (),
+                        value,
+                        track.trace_id,
+                        record.span_id,
+                    )
+                )
+        if done:
+            signals.submit_sample(
+                HistogramSample(
+                    semconv.M_SPAN_DURATION,
+                    track.tags,
+                    (),
+                    (record.end_ns - record.start_ns) / 1e9,
+                    track.trace_id,
+                    record.span_id,
+                )
+            )
+        track.exports += 1
+        track.last_span_id = record.span_id
+        track.last_end = span.stop
+        track.reopened_at = None
+        track.done_since = None
+        track.exported_at = time() if done else None
+        self.open.pop(span.id, None)
+        self._lingering.discard(span.id)
+        # The CPU made available stops growing once the span is done: hand over its
+        # final growth now rather than re-reading it on every metrics tick.
+        signals.submit_deltas(
+            snapshots.cpu_delta(track.tags, track.reported, record.active_cpu_seconds)
+        )
+
+    def _record(self, span: Span, track: TrackedSpan, *, done: bool) -> SpanRecord:
+        """Snapshot a Dask span; O(task groups in its subtree).
+
+        Without traces only what the metrics read is filled in (ids, times, CPU, the
+        workflow analysis): the subtree walks feed span attributes alone.
+        """
+        settings = self._settings
+        full = self._signals.traces_enabled
+        continuation = track.exports
+        if continuation:
+            span_id = ids.continuation_span_id(span.id, continuation)
+            parent_span_id = track.otel_span_id
+            start = track.reopened_at if track.reopened_at is not None else track.last_end
+        else:
+            span_id = track.otel_span_id
+            parent = span.parent
+            parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
+            start = span.enqueued
+        links: tuple[LinkRecord, ...] = ()
+        caller = self.callers.get(span.id) if not continuation else None
+        if caller is not None:
+            if caller.as_link or (not track.is_root and caller.trace_id != track.trace_id):
+                # a link: asked for, or the task that opened a nested span is in another
+                # trace (a tree keeps one trace id: its ids are derived from it)
+                kind = ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_CALLER),)
+                links = (LinkRecord(caller.trace_id, caller.span_id, kind),)
+            else:
+                parent_span_id = caller.span_id
+        stop = span.stop
+        groups = list(span.traverse_groups()) if full else []
+        states: dict[str, int] = {}
+        for node in span.traverse_spans() if full else ():
+            node_track = self.tracks.get(node.id)
+            if node_track is not None:
+                for (_, state), count in node_track.finished.items():
+                    states[state] = states.get(state, 0) + count
+        if full and not done:
+            for state, count in snapshots.pending_states(span).items():
+                states[state] = states.get(state, 0) + count
+        events = (
+            snapshots.computation_events(self._scheduler, span, settings.code_snippet_length)
+            if full and not continuation
+            else ()
+        )
+        extra: tuple[tuple[str, Any], ...] = ()
+        if track.is_root and done:
+            extra = workflow.analysis_attributes(span)
+            if full:
+                events += workflow.nthreads_events(span)
+        return SpanRecord(
+            uuid=span.id,
+            tags=track.tags,
+            trace_id=track.trace_id,
+            span_id=span_id,
+            parent_span_id=parent_span_id,
+            continuation=continuation,
+            previous_span_id=track.last_span_id if continuation else 0,
+            start_ns=ns(start),
+            end_ns=ns(max(stop, start)),
+            enqueued_ns=ns(span.enqueued),
+            compute_start_ns=ns(span.start),
+            done=done,
+            states=tuple(sorted(states.items())),
+            tasks=sum(len(tg) for tg in groups),
+            task_groups=len(groups),
+            nbytes=sum(tg.nbytes_total for tg in groups),
+            task_duration=sum(tg.duration for tg in groups),
+            active_cpu_seconds=span.active_cpu_seconds,
+            code=snapshots.code_snippets(span, settings.capture.code, settings.code_snippet_length)
+            if full
+            else (),
+            events=events,
+            links=links,
+            extra=extra,
+        )

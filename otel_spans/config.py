@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import dask.config
 import yaml
@@ -27,7 +27,7 @@ Protocol = Literal["grpc", "http/protobuf"]
 ExporterKind = Literal["otlp", "file", "none"]
 _PROTOCOLS: tuple[Protocol, ...] = ("grpc", "http/protobuf")
 _EXPORTERS: tuple[ExporterKind, ...] = ("otlp", "file", "none")
-_COMPRESSIONS = ("gzip", "none")
+_COMPRESSIONS: tuple[str, ...] = ("gzip", "none")
 _DEFAULT_TIMEOUT = 10.0
 _DEFAULT_MAX_ATTRIBUTE_LENGTH = 4096
 #: The OTel specification's default for every span count limit.
@@ -78,17 +78,22 @@ class ExportTarget:
         return "nowhere (exporter none)"
 
 
+#: How many of a span's task runs become spans (see :mod:`otel_spans.scheduler.sampling`).
+TaskMode = Literal["none", "sampled", "all"]
+_TASK_MODES: tuple[TaskMode, ...] = ("none", "sampled", "all")
+
+
 @dataclass(frozen=True)
 class TaskRule:
     """Task-span mode for the Dask spans whose "/"-joined tags match ``match``."""
 
     match: str
-    mode: Literal["none", "sampled", "all"]
+    mode: TaskMode
 
 
 @dataclass(frozen=True)
 class TaskSettings:
-    mode: Literal["none", "sampled", "all"]
+    mode: TaskMode
     slowest: int
     ratio: float
     max_per_trace: int
@@ -211,6 +216,43 @@ class Settings:
         return _Resolver(raw, os.environ if environ is None else environ).settings()
 
 
+#: Every ``OTEL_*`` variable otel-spans reads, by setting: the signal-specific variable
+#: (``{SIGNAL}`` is TRACES, METRICS or LOGS) and the general one, looked up in that order
+#: after the ``otel-spans`` dask.config key. One table, so that what we read is greppable.
+OTEL_VARIABLES: Mapping[str, tuple[str | None, str | None]] = {
+    "enabled": (None, "OTEL_SDK_DISABLED"),
+    "service-name": (None, "OTEL_SERVICE_NAME"),
+    "exporter": ("OTEL_{SIGNAL}_EXPORTER", None),
+    "endpoint": ("OTEL_EXPORTER_OTLP_{SIGNAL}_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    "protocol": ("OTEL_EXPORTER_OTLP_{SIGNAL}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+    "headers": ("OTEL_EXPORTER_OTLP_{SIGNAL}_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
+    "timeout": ("OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"),
+    "compression": ("OTEL_EXPORTER_OTLP_{SIGNAL}_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"),
+    "certificate": ("OTEL_EXPORTER_OTLP_{SIGNAL}_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
+    "client-certificate": (
+        "OTEL_EXPORTER_OTLP_{SIGNAL}_CLIENT_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+    ),
+    "client-key": ("OTEL_EXPORTER_OTLP_{SIGNAL}_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
+    "insecure": ("OTEL_EXPORTER_OTLP_{SIGNAL}_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"),
+    "max-attribute-length": (
+        "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+        "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    ),
+    "max-attribute-count": ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+    "max-events": ("OTEL_SPAN_EVENT_COUNT_LIMIT", None),
+    "max-links": ("OTEL_SPAN_LINK_COUNT_LIMIT", None),
+    "metrics.interval": (None, "OTEL_METRIC_EXPORT_INTERVAL"),
+    "metrics.temporality": (None, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"),
+    "metrics.prometheus-port": (None, "OTEL_EXPORTER_PROMETHEUS_PORT"),
+    "metrics.prometheus-host": (None, "OTEL_EXPORTER_PROMETHEUS_HOST"),
+}
+
+T = TypeVar("T")
+#: Parses one value: (the key or variable name it came from, the value) -> typed value.
+Parse = Callable[[str, Any], T]
+
+
 def _canonical(d: dict[str, Any]) -> dict[str, Any]:
     """dask.config accepts ``foo_bar`` for ``foo-bar``; so do we."""
     return {k.replace("_", "-"): _canonical(v) if isinstance(v, dict) else v for k, v in d.items()}
@@ -223,25 +265,52 @@ class _Resolver:
         self.raw = _canonical(dict(raw))
         self.env = environ
 
-    # -- primitives ------------------------------------------------------------------
+    # -- the one lookup ----------------------------------------------------------------
     def get(self, key: str) -> Any:
         node: Any = self.raw
         for part in key.split("."):
             node = node.get(part) if isinstance(node, Mapping) else None
         return node
 
+    def env_var(self, setting: str, signal: str | None = None) -> tuple[str, str] | None:
+        """The first ``OTEL_*`` variable of ``setting`` set (non-empty), as (name, value)."""
+        specific, general = OTEL_VARIABLES[setting]
+        names = [specific.format(SIGNAL=(signal or "").upper()) if specific else None, general]
+        for name in names:
+            value = self.env.get(name, "").strip() if name else ""
+            if name and value:
+                return name, value
+        return None
+
+    def layered(
+        self,
+        key: str,
+        parse: Parse[T],
+        default: T,
+        *,
+        parse_env: Parse[T] | None = None,
+        setting: str | None = None,
+        signal: str | None = None,
+    ) -> T:
+        """The ``key`` dask.config value when not null, else the signal-specific then the
+        general ``OTEL_*`` variable of ``setting`` (default: ``key``), else ``default``.
+
+        ``parse`` validates the dask.config value; ``parse_env`` (default ``parse``) the
+        variable's text, which names the variable in its error.
+        """
+        value = self.get(key)
+        if value is not None:
+            return parse(key, value)
+        found = self.env_var(setting or key, signal) if (setting or key) in OTEL_VARIABLES else None
+        if found is None:
+            return default
+        return (parse_env or parse)(*found)
+
+    # -- value parsers -------------------------------------------------------------------
     @staticmethod
     def fail(key: str, value: Any, allowed: str) -> ConfigError:
         name = key if key.startswith("OTEL_") else f"{NAMESPACE}.{key}"
         return ConfigError(f"{name}: invalid value {value!r}; expected {allowed}")
-
-    def env_value(self, *names: str) -> tuple[str, str] | None:
-        """The first of ``names`` set (non-empty) in the environment, as (name, value)."""
-        for name in names:
-            value = self.env.get(name, "").strip()
-            if value:
-                return name, value
-        return None
 
     def boolean(self, key: str, value: Any) -> bool:
         if isinstance(value, bool):
@@ -263,24 +332,62 @@ class _Resolver:
             raise self.fail(key, value, "a positive duration" if positive else ">= 0")
         return seconds
 
-    def integer(self, key: str, value: Any, *, minimum: int) -> int:
+    def positive_duration(self, key: str, value: Any) -> float:
+        return self.duration(key, value, positive=True)
+
+    def millis_as_seconds(self, name: str, text: str) -> float:
+        """An ``OTEL_*`` duration: milliseconds, as the OTel specification says."""
+        try:
+            millis = float(text)
+        except ValueError:
+            raise self.fail(name, text, "a positive number of milliseconds") from None
+        if millis <= 0:
+            raise self.fail(name, text, "a positive number of milliseconds")
+        return millis / 1000
+
+    def integer(self, key: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
+        allowed = f"an integer >= {minimum}"
+        if maximum is not None:
+            allowed = f"an integer from {minimum} to {maximum}"
         if isinstance(value, bool) or not isinstance(value, int | str):
-            raise self.fail(key, value, f"an integer >= {minimum}")
+            raise self.fail(key, value, allowed)
         try:
             number = int(value)
         except ValueError:
-            raise self.fail(key, value, f"an integer >= {minimum}") from None
-        if number < minimum:
-            raise self.fail(key, value, f"an integer >= {minimum}")
+            raise self.fail(key, value, allowed) from None
+        if number < minimum or (maximum is not None and number > maximum):
+            raise self.fail(key, value, allowed)
         return number
 
-    def optional_str(self, key: str) -> str | None:
-        value = self.get(key)
-        if value is None:
-            return None
+    def count(self, key: str, value: Any) -> int:
+        return self.integer(key, value, minimum=0)
+
+    def port(self, key: str, value: Any) -> int:
+        number = self.integer(key, value, minimum=0)
+        if number > 65535:
+            raise self.fail(key, value, "a port number from 0 to 65535")
+        return number
+
+    def choice(self, allowed: tuple[str, ...], text: str | None = None) -> Parse[Any]:
+        """A parser accepting one of ``allowed``; says them all (or ``text``) in its error."""
+        if text is None:
+            text = ", ".join(allowed[:-1]) + f" or {allowed[-1]}"
+
+        def parse(key: str, value: Any) -> Any:
+            if value not in allowed:
+                raise self.fail(key, value, text)
+            return value
+
+        return parse
+
+    def text(self, key: str, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise self.fail(key, value, "a non-empty string or null")
         return value
+
+    def optional_str(self, key: str) -> str | None:
+        value = self.get(key)
+        return None if value is None else self.text(key, value)
 
     def string_map(self, key: str, value: Any) -> dict[str, str]:
         if not isinstance(value, Mapping) or not all(
@@ -305,6 +412,33 @@ class _Resolver:
             out[urllib.parse.unquote(k.strip())] = urllib.parse.unquote(v.strip())
         return out
 
+    def readable_file(self, key: str, value: Any) -> str:
+        path = self.text(key, value)
+        if not os.path.isfile(path):
+            raise self.fail(key, path, "the path of a readable file")
+        return path
+
+    def url(self, key: str, value: Any) -> str:
+        allowed = "an http:// or https:// URL with a host, e.g. http://collector:4317"
+        if not isinstance(value, str):
+            raise self.fail(key, value, allowed)
+        try:
+            parsed = urllib.parse.urlparse(value.strip())
+            port = parsed.port  # raises ValueError on a bad port
+        except ValueError:
+            raise self.fail(key, value, allowed) from None
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise self.fail(key, value, allowed)
+        del port
+        return value.strip()
+
+    def globs(self, key: str) -> tuple[str, ...]:
+        value = self.get(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, value, "a list of glob patterns (strings)")
+        return tuple(value)
+
+    # -- keys ------------------------------------------------------------------------------
     def check_keys(self) -> None:
         allowed = load_defaults()[NAMESPACE]
         self._check_keys(self.raw, allowed, "")
@@ -325,12 +459,12 @@ class _Resolver:
     def settings(self) -> Settings:
         self.check_keys()
         enabled = self.boolean("enabled", self.get("enabled"))
-        disabled_env = self.env_value("OTEL_SDK_DISABLED")
-        if disabled_env and self.boolean(*disabled_env):
+        disabled = self.env_var("enabled")
+        if disabled and self.boolean(*disabled):
             enabled = False
         return Settings(
             enabled=enabled,
-            service_name=self.service_name(),
+            service_name=self.layered("service-name", self.text, None),
             cluster_name=self.optional_str("cluster-name"),
             resource_attributes=self.string_map(
                 "resource-attributes", self.get("resource-attributes") or {}
@@ -341,15 +475,15 @@ class _Resolver:
             traces=TraceSettings(
                 target=self.target("traces"),
                 linger=self.duration("traces.linger", self.get("traces.linger")),
-                poll_interval=self.duration(
-                    "traces.poll-interval", self.get("traces.poll-interval"), positive=True
+                poll_interval=self.positive_duration(
+                    "traces.poll-interval", self.get("traces.poll-interval")
                 ),
-                code_max_length=self.integer(
-                    "traces.code-max-length", self.get("traces.code-max-length"), minimum=0
+                code_max_length=self.count(
+                    "traces.code-max-length", self.get("traces.code-max-length")
                 ),
                 tasks=self.task_settings(),
-                max_error_stories=self.integer(
-                    "traces.max-error-stories", self.get("traces.max-error-stories"), minimum=0
+                max_error_stories=self.count(
+                    "traces.max-error-stories", self.get("traces.max-error-stories")
                 ),
                 caller_link=self.boolean("traces.caller-link", self.get("traces.caller-link")),
             ),
@@ -357,38 +491,26 @@ class _Resolver:
             logs=self.log_settings(),
             capture=self.capture(),
             record_limits=RecordLimits(
-                attribute_length=self.max_attribute_length(),
-                attribute_count=self.limit(
-                    "max-attribute-count",
-                    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
-                    "OTEL_ATTRIBUTE_COUNT_LIMIT",
+                attribute_length=self.layered(
+                    "max-attribute-length",
+                    lambda k, v: self.integer(k, v, minimum=1),
+                    _DEFAULT_MAX_ATTRIBUTE_LENGTH,
                 ),
-                events=self.limit("max-events", "OTEL_SPAN_EVENT_COUNT_LIMIT"),
-                links=self.limit("max-links", "OTEL_SPAN_LINK_COUNT_LIMIT"),
+                attribute_count=self.layered(
+                    "max-attribute-count", self.count, _DEFAULT_COUNT_LIMIT
+                ),
+                events=self.layered("max-events", self.count, _DEFAULT_COUNT_LIMIT),
+                links=self.layered("max-links", self.count, _DEFAULT_COUNT_LIMIT),
             ),
         )
 
-    def limit(self, key: str, *env_names: str) -> int:
-        """A count limit: the key, else the first ``OTEL_*_LIMIT`` set, else the default."""
-        value = self.get(key)
-        if value is not None:
-            return self.integer(key, value, minimum=0)
-        found = self.env_value(*env_names)
-        return self.integer(found[0], found[1], minimum=0) if found else _DEFAULT_COUNT_LIMIT
-
     def capture(self) -> CaptureSettings:
-        code, exceptions = self.get("capture.code"), self.get("capture.exceptions")
-        if code not in _CODE_CAPTURES:
-            raise self.fail("capture.code", code, ", ".join(_CODE_CAPTURES[:-1]) + " or none")
-        if exceptions not in _EXCEPTION_CAPTURES:
-            raise self.fail("capture.exceptions", exceptions, "message or type")
-        return CaptureSettings(code=code, exceptions=exceptions)
-
-    def task_mode(self, key: str, value: Any) -> Literal["none", "sampled", "all"]:
-        if value not in ("none", "sampled", "all"):
-            raise self.fail(key, value, "none, sampled or all")
-        mode: Literal["none", "sampled", "all"] = value
-        return mode
+        return CaptureSettings(
+            code=self.choice(_CODE_CAPTURES)("capture.code", self.get("capture.code")),
+            exceptions=self.choice(_EXCEPTION_CAPTURES)(
+                "capture.exceptions", self.get("capture.exceptions")
+            ),
+        )
 
     def task_settings(self) -> TaskSettings:
         ratio_value = self.get("traces.tasks.ratio")
@@ -403,6 +525,7 @@ class _Resolver:
         rules_value = self.get("traces.tasks.rules") or []
         if not isinstance(rules_value, list):
             raise self.fail("traces.tasks.rules", rules_value, "a list of {match, mode} mappings")
+        task_mode = self.choice(_TASK_MODES)
         rules = []
         for i, rule in enumerate(rules_value):
             key = f"traces.tasks.rules[{i}]"
@@ -412,27 +535,19 @@ class _Resolver:
                 or not isinstance(rule["match"], str)
             ):
                 raise self.fail(key, rule, "a mapping {match: <glob>, mode: none|sampled|all}")
-            rules.append(TaskRule(rule["match"], self.task_mode(key + ".mode", rule["mode"])))
+            rules.append(TaskRule(rule["match"], task_mode(key + ".mode", rule["mode"])))
         return TaskSettings(
-            mode=self.task_mode("traces.tasks.mode", self.get("traces.tasks.mode")),
-            slowest=self.integer(
-                "traces.tasks.slowest", self.get("traces.tasks.slowest"), minimum=0
-            ),
+            mode=task_mode("traces.tasks.mode", self.get("traces.tasks.mode")),
+            slowest=self.count("traces.tasks.slowest", self.get("traces.tasks.slowest")),
             ratio=ratio,
-            max_per_trace=self.integer(
-                "traces.tasks.max-per-trace", self.get("traces.tasks.max-per-trace"), minimum=0
+            max_per_trace=self.count(
+                "traces.tasks.max-per-trace", self.get("traces.tasks.max-per-trace")
             ),
             min_duration=self.duration(
                 "traces.tasks.min-duration", self.get("traces.tasks.min-duration")
             ),
             rules=tuple(rules),
         )
-
-    def globs(self, key: str) -> tuple[str, ...]:
-        value = self.get(key)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(key, value, "a list of glob patterns (strings)")
-        return tuple(value)
 
     def log_settings(self) -> LogSettings:
         return LogSettings(
@@ -443,24 +558,19 @@ class _Resolver:
         )
 
     def metrics(self) -> MetricsSettings:
-        pull_by_env = False
-        found = self.env_value("OTEL_METRICS_EXPORTER")
-        if self.get("metrics.exporter") is None and found and found[1] == "prometheus":
-            pull_by_env = True
+        found = self.env_var("exporter", "metrics")
+        pull_by_env = (
+            self.get("metrics.exporter") is None and found is not None and found[1] == "prometheus"
+        )
         target = self.target("metrics", env_exporter_aliases={"prometheus": "none"})
-        port_value = self.get("metrics.prometheus-port")
-        port: int | None = None
-        if port_value is not None:
-            port = self.integer("metrics.prometheus-port", port_value, minimum=0)
+        port = self.get("metrics.prometheus-port")
+        prometheus_port: int | None = None
+        if port is not None:
+            prometheus_port = self.port("metrics.prometheus-port", port)
         elif pull_by_env:
-            env_port = self.env_value("OTEL_EXPORTER_PROMETHEUS_PORT")
-            port = self.integer(*env_port, minimum=0) if env_port else _DEFAULT_PROMETHEUS_PORT
-        if port is not None and port > 65535:
-            raise self.fail("metrics.prometheus-port", port, "a port number from 0 to 65535")
-        host = self.optional_str("metrics.prometheus-host")
-        if host is None:
-            env_host = self.env_value("OTEL_EXPORTER_PROMETHEUS_HOST")
-            host = env_host[1] if env_host else "0.0.0.0"
+            prometheus_port = self.layered(
+                "metrics.prometheus-port", self.port, _DEFAULT_PROMETHEUS_PORT
+            )
         price_value = self.get("metrics.cpu-hour-price")
         price: float | None = None
         if price_value is not None:
@@ -479,10 +589,20 @@ class _Resolver:
             raise self.fail("metrics.currency", currency, "a short alphanumeric code such as USD")
         return MetricsSettings(
             target=target,
-            interval=self.metric_interval(),
-            temporality=self.temporality(),
-            prometheus_port=port,
-            prometheus_host=host,
+            interval=self.layered(
+                "metrics.interval",
+                self.positive_duration,
+                _DEFAULT_METRIC_INTERVAL,
+                parse_env=self.millis_as_seconds,
+            ),
+            temporality=self.layered(
+                "metrics.temporality",
+                self.choice(_TEMPORALITIES),
+                "cumulative",
+                parse_env=lambda name, text: self.choice(_TEMPORALITIES)(name, text.lower()),
+            ),
+            prometheus_port=prometheus_port,
+            prometheus_host=self.layered("metrics.prometheus-host", self.text, "0.0.0.0"),
             max_span_names=self.integer(
                 "metrics.max-span-names", self.get("metrics.max-span-names"), minimum=1
             ),
@@ -494,56 +614,6 @@ class _Resolver:
             currency=currency,
         )
 
-    def millis_as_seconds(self, name: str, text: str) -> float:
-        """An ``OTEL_*`` duration: milliseconds, as the OTel specification says."""
-        try:
-            millis = float(text)
-        except ValueError:
-            raise self.fail(name, text, "a positive number of milliseconds") from None
-        if millis <= 0:
-            raise self.fail(name, text, "a positive number of milliseconds")
-        return millis / 1000
-
-    def metric_interval(self) -> float:
-        value = self.get("metrics.interval")
-        if value is not None:
-            return self.duration("metrics.interval", value, positive=True)
-        found = self.env_value("OTEL_METRIC_EXPORT_INTERVAL")
-        if not found:
-            return _DEFAULT_METRIC_INTERVAL
-        return self.millis_as_seconds(*found)
-
-    def temporality(self) -> Temporality:
-        key, value = "metrics.temporality", self.get("metrics.temporality")
-        if value is None:
-            found = self.env_value("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")
-            if not found:
-                return "cumulative"
-            key, value = found[0], found[1].lower()
-        if value not in _TEMPORALITIES:
-            raise self.fail(key, value, "cumulative, delta or lowmemory")
-        temporality: Temporality = value
-        return temporality
-
-    def service_name(self) -> str | None:
-        """None lets the resource builder fall back to OTEL_RESOURCE_ATTRIBUTES, then "dask"."""
-        explicit = self.optional_str("service-name")
-        if explicit:
-            return explicit
-        found = self.env_value("OTEL_SERVICE_NAME")
-        return found[1] if found else None
-
-    def max_attribute_length(self) -> int:
-        value = self.get("max-attribute-length")
-        if value is not None:
-            return self.integer("max-attribute-length", value, minimum=1)
-        found = self.env_value(
-            "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"
-        )
-        if found:
-            return self.integer(found[0], found[1], minimum=1)
-        return _DEFAULT_MAX_ATTRIBUTE_LENGTH
-
     def target(
         self, signal: str, env_exporter_aliases: Mapping[str, ExporterKind] | None = None
     ) -> ExportTarget:
@@ -552,8 +622,11 @@ class _Resolver:
         Every option is resolved (and so validated) even when the signal ends up in
         files or nowhere: a typo must fail now, not on the day a collector is added.
         """
-        upper = signal.upper()
-        protocol = self.protocol(signal)
+
+        def option(key: str, parse: Parse[T], default: T, **kwargs: Any) -> T:
+            return self.layered(key, parse, default, signal=signal, **kwargs)
+
+        protocol: Protocol = option("protocol", self.choice(_PROTOCOLS), "grpc")
         endpoint = self.endpoint(signal, protocol)
         kind = self.exporter_kind(
             signal, has_endpoint=endpoint is not None, aliases=env_exporter_aliases or {}
@@ -566,29 +639,23 @@ class _Resolver:
                 if protocol == "grpc"
                 else f"http://localhost:4318/v1/{signal}"
             )
+        compression = option("compression", self.choice(_COMPRESSIONS), "none")
         return ExportTarget(
             kind=kind,
             endpoint=endpoint if kind == "otlp" else None,
             protocol=protocol,
-            headers=self.headers(signal),
-            timeout=self.timeout(signal),
-            compression=self.compression(signal),
-            certificate=self.path_option(
-                "certificate",
-                f"OTEL_EXPORTER_OTLP_{upper}_CERTIFICATE",
-                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            headers=option("headers", self.string_map, {}, parse_env=self.env_map),
+            timeout=option(
+                "timeout",
+                self.positive_duration,
+                _DEFAULT_TIMEOUT,
+                parse_env=self.millis_as_seconds,
             ),
-            client_certificate=self.path_option(
-                "client-certificate",
-                f"OTEL_EXPORTER_OTLP_{upper}_CLIENT_CERTIFICATE",
-                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-            ),
-            client_key=self.path_option(
-                "client-key",
-                f"OTEL_EXPORTER_OTLP_{upper}_CLIENT_KEY",
-                "OTEL_EXPORTER_OTLP_CLIENT_KEY",
-            ),
-            insecure=self.insecure(signal),
+            compression="gzip" if compression == "gzip" else None,
+            certificate=option("certificate", self.readable_file, None),
+            client_certificate=option("client-certificate", self.readable_file, None),
+            client_key=option("client-key", self.readable_file, None),
+            insecure=option("insecure", self.boolean, None),
             directory=Path(self.optional_str("directory") or "otel-spans-data"),
         )
 
@@ -597,51 +664,41 @@ class _Resolver:
     ) -> ExporterKind:
         key = f"{signal}.exporter"
         value = self.get(key)
-        if value is None:
-            found = self.env_value(f"OTEL_{signal.upper()}_EXPORTER")
-            if found:
-                key, value = found
-                if value in aliases:
-                    return aliases[value]
-                if value == "none":
-                    return "none"
-                if value != "otlp":
-                    allowed = ", ".join(("otlp", *aliases, "none"))
-                    raise self.fail(key, value, f"one of {allowed}")
-                return "otlp"
-            return "otlp" if has_endpoint else "file"
-        if value not in _EXPORTERS:
-            raise self.fail(key, value, "one of " + ", ".join(_EXPORTERS))
-        kind: ExporterKind = value
-        return kind
-
-    def protocol(self, signal: str) -> Protocol:
-        key, value = "protocol", self.get("protocol")
-        if value is None:
-            found = self.env_value(
-                f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"
+        if value is not None:
+            kind: ExporterKind = self.choice(_EXPORTERS, "one of " + ", ".join(_EXPORTERS))(
+                key, value
             )
-            if not found:
-                return "grpc"
-            key, value = found
-        if value not in _PROTOCOLS:
-            raise self.fail(key, value, "grpc or http/protobuf")
-        protocol: Protocol = value
-        return protocol
+            return kind
+        found = self.env_var("exporter", signal)
+        if found is None:
+            return "otlp" if has_endpoint else "file"
+        name, text = found
+        if text in aliases:
+            return aliases[text]
+        if text not in ("otlp", "none"):
+            allowed = ", ".join(("otlp", *aliases, "none"))
+            raise self.fail(name, text, f"one of {allowed}")
+        return "otlp" if text == "otlp" else "none"
 
     def endpoint(self, signal: str, protocol: Protocol) -> str | None:
-        upper = signal.upper()
-        # (key, value, is the signal-specific form used as is)
+        """The signal's endpoint: ``<signal>.endpoint``, ``endpoint``, then the variables.
+
+        A signal-specific endpoint is used as is; a general one gets ``/v1/<signal>``
+        appended for OTLP/HTTP, as the OTel specification says.
+        """
+        specific_env, general_env = OTEL_VARIABLES["endpoint"]
+        assert specific_env is not None and general_env is not None
         candidates: list[tuple[str, Any, bool]] = [
             (f"{signal}.endpoint", self.get(f"{signal}.endpoint"), True),
             ("endpoint", self.get("endpoint"), False),
+            *(
+                (name, self.env.get(name, "").strip() or None, as_is)
+                for name, as_is in (
+                    (specific_env.format(SIGNAL=signal.upper()), True),
+                    (general_env, False),
+                )
+            ),
         ]
-        for name, as_is in (
-            (f"OTEL_EXPORTER_OTLP_{upper}_ENDPOINT", True),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", False),
-        ):
-            found = self.env_value(name)
-            candidates.append((name, found[1] if found else None, as_is))
         for key, value, as_is in candidates:
             if value is None:
                 continue
@@ -651,73 +708,6 @@ class _Resolver:
             return url
         return None
 
-    def url(self, key: str, value: Any) -> str:
-        allowed = "an http:// or https:// URL with a host, e.g. http://collector:4317"
-        if not isinstance(value, str):
-            raise self.fail(key, value, allowed)
-        try:
-            parsed = urllib.parse.urlparse(value.strip())
-            port = parsed.port  # raises ValueError on a bad port
-        except ValueError:
-            raise self.fail(key, value, allowed) from None
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise self.fail(key, value, allowed)
-        del port
-        return value.strip()
-
-    def headers(self, signal: str) -> dict[str, str]:
-        value = self.get("headers")
-        if value is not None:
-            return self.string_map("headers", value)
-        found = self.env_value(
-            f"OTEL_EXPORTER_OTLP_{signal.upper()}_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"
-        )
-        return self.env_map(*found) if found else {}
-
-    def timeout(self, signal: str) -> float:
-        value = self.get("timeout")
-        if value is not None:
-            return self.duration("timeout", value, positive=True)
-        found = self.env_value(
-            f"OTEL_EXPORTER_OTLP_{signal.upper()}_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"
-        )
-        if not found:
-            return _DEFAULT_TIMEOUT
-        return self.millis_as_seconds(*found)
-
-    def compression(self, signal: str) -> Literal["gzip"] | None:
-        key, value = "compression", self.get("compression")
-        if value is None:
-            found = self.env_value(
-                f"OTEL_EXPORTER_OTLP_{signal.upper()}_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"
-            )
-            if not found:
-                return None
-            key, value = found
-        if value not in _COMPRESSIONS:
-            raise self.fail(key, value, "gzip or none")
-        return "gzip" if value == "gzip" else None
-
-    def path_option(self, key: str, *env_names: str) -> str | None:
-        value = self.optional_str(key)
-        if value is None:
-            found = self.env_value(*env_names)
-            if not found:
-                return None
-            key, value = found
-        if not os.path.isfile(value):
-            raise self.fail(key, value, "the path of a readable file")
-        return value
-
-    def insecure(self, signal: str) -> bool | None:
-        value = self.get("insecure")
-        if value is not None:
-            return self.boolean("insecure", value)
-        found = self.env_value(
-            f"OTEL_EXPORTER_OTLP_{signal.upper()}_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"
-        )
-        return self.boolean(*found) if found else None
-
 
 def check_keys(overrides: Mapping[str, Any]) -> None:
     """Fail on unknown ``otel-spans`` keys without resolving anything else.
@@ -726,3 +716,14 @@ def check_keys(overrides: Mapping[str, Any]) -> None:
     building a plugin for a remote scheduler): names can be checked, values only there.
     """
     _Resolver(overrides, {}).check_keys()
+
+
+def caller_link_default() -> bool:
+    """``otel-spans.traces.caller-link`` of the calling process's dask.config.
+
+    Read on the client each time ``otel_spans.span`` opens a root span (settings are
+    otherwise resolved where the exporters run); parsed as every boolean setting is.
+    """
+    key = "traces.caller-link"
+    value = dask.config.get(f"{NAMESPACE}.{key}", False)
+    return _Resolver({}, {}).boolean(key, value)

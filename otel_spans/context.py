@@ -32,7 +32,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import dask.config
 from dask.base import annotate, get_annotations
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -40,6 +39,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_spans import ids, semconv
+from otel_spans.config import caller_link_default
 
 __all__ = [
     "CALLER_LINK_KEY",
@@ -231,13 +231,6 @@ def task_context(span_context: SpanContext) -> Context:
 
 
 # -- the annotation -----------------------------------------------------------------------
-def _configured_link() -> bool:
-    value = dask.config.get(CALLER_LINK_KEY, False)
-    if isinstance(value, str):
-        return value.strip().lower() == "true"
-    return bool(value)
-
-
 def caller_annotation(
     traceparent: str | None = None, link: bool | None = None
 ) -> dict[str, Any] | None:
@@ -265,7 +258,7 @@ def caller_annotation(
         return None
     current = get_annotations()
     if not _span_ids(current):
-        as_link = _configured_link() if link is None else bool(link)
+        as_link = caller_link_default() if link is None else bool(link)
     else:
         tree = tree_trace(current)
         as_link = tree is not None and parsed[0] != tree[0]

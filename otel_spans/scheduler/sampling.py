@@ -29,12 +29,11 @@ import heapq
 import itertools
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Generic, TypeVar
+
+from otel_spans.config import TaskMode
 
 R = TypeVar("R")
-
-Mode = Literal["none", "sampled", "all"]
-MODES: tuple[Mode, ...] = ("none", "sampled", "all")
 
 #: Why a task span was kept (the ``dask.task.sampled_because`` attribute).
 ERRED, RECOMPUTED, SLOWEST, RATIO, ALL = "erred", "recomputed", "slowest", "ratio", "all"
@@ -44,7 +43,7 @@ CHILDREN = "children"
 
 @dataclass(frozen=True)
 class Policy:
-    mode: Mode = "sampled"
+    mode: TaskMode = "sampled"
     slowest: int = 5
     ratio: float = 0.0
     max_per_trace: int = 10_000

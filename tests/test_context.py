@@ -4,7 +4,7 @@ Real clusters and real OTLP: the caller's context must reach the scheduler as a 
 annotation, and spans that task code starts with the global tracer on worker
 *processes* must reach a collector as children of their task's span.
 
-The scheduler's side (``otel_spans/plugin.py``) is checked end to end too: a root Dask
+The scheduler's side (``otel_spans/scheduler/``) is checked end to end too: a root Dask
 span adopts the caller, and a Dask span opened inside a task hangs under that task.
 """
 

@@ -2,11 +2,11 @@
 
 Why not the SDK's encoder: a record would first become a ``ReadableSpan`` (bounded
 attributes, span contexts, status objects), then ``encode_spans`` would build one
-protobuf object per span, attribute and value. Measured on the scheduler, that was
-about 70 µs per span on the exporter thread, and a workflow of 1,000 small Dask spans
-makes some 17,000 OTel spans: over a second of CPU taken from the scheduler's event
-loop through the GIL. Writing the bytes directly costs a fraction of that: keys are
-encoded once and cached, and a span is a ``bytes.join`` of a few dozen pieces.
+protobuf object per span, attribute and value, on the exporter thread: CPU taken from
+the scheduler's event loop through the GIL, for every span of a workflow (the README's
+overhead section has the measurements). Writing the bytes directly costs a fraction of
+that: keys are encoded once and cached, and a span is a ``bytes.join`` of a few dozen
+pieces.
 
 Log records (Dask's events, one per client call on a busy scheduler) are written the
 same way, for the same reason.

@@ -14,11 +14,13 @@ table lengths are capped, saying how many were left out.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 
 from otel_spans.analysis.model import SpanTimes, TaskRun, Workflow
 from otel_spans.analysis.workflow import Analysis
@@ -71,7 +73,8 @@ def render(
         _stragglers(analysis, scale, max_rows),
     ]
     title = _esc(workflow.name) or "workflow"
-    return _PAGE.format(title=title, style=_STYLE, body="\n".join(parts), script=_SCRIPT)
+    style, script = _assets()
+    return _PAGE.format(title=title, style=style, body="\n".join(parts), script=script)
 
 
 # -- text ---------------------------------------------------------------------------
@@ -636,6 +639,14 @@ def _stragglers(analysis: Analysis, scale: _Scale, max_rows: int) -> str:
     )
 
 
+@functools.cache
+def _assets() -> tuple[str, str]:
+    """The page's stylesheet and script, package resources inlined into every report
+    (so that it opens offline)."""
+    assets = resources.files("otel_spans.report") / "assets"
+    return (assets / "report.css").read_text("utf-8"), (assets / "report.js").read_text("utf-8")
+
+
 _PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -652,116 +663,3 @@ _PAGE = """<!DOCTYPE html>
 </html>
 """
 
-_STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;
-margin:0 auto;padding:16px 24px;max-width:1160px;background:#fff}
-h1{font-size:22px;margin:0;word-break:break-all}h2{font-size:17px;margin:28px 0 8px;
-border-bottom:1px solid #ddd;padding-bottom:4px}h3{font-size:14px;margin:16px 0 6px}
-.sub{color:#777;margin:2px 0 12px}
-.cards{display:flex;flex-wrap:wrap;gap:10px}
-.card{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:150px;background:#fafafa}
-.card .label{color:#666;font-size:12px}.card .value{font-size:22px;font-weight:600}
-.card .note{color:#888;font-size:12px}
-.scroll{overflow-x:auto}
-svg text{font-size:12px;fill:#333}
-svg .tick{fill:#777;text-anchor:middle;font-size:11px}
-svg .grid{stroke:#eee}
-svg .rownote{fill:#888;text-anchor:end;font-size:11px}
-svg .span{font-weight:600}
-svg .critical-label{fill:#d62728;font-weight:600}
-rect.span{fill:#4c78a8}rect.d1{fill:#6b93c0}rect.d2{fill:#8fb0d6}rect.d3{fill:#aac4e2}
-rect.d4{fill:#c3d6ec}
-rect.extent{fill-opacity:.15}
-rect.cp{fill:#d62728}rect.cp-mark{fill:none;stroke:#d62728;stroke-width:1.5}
-rect.cp.hl{fill:#ff9f1c}
-#cursor{stroke:#555;stroke-dasharray:3 3}#cursor-label{font-size:11px;fill:#555}
-table{border-collapse:collapse;margin:4px 0;font-size:13px}
-th,td{padding:3px 10px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
-th{background:#f4f4f4;cursor:pointer;user-select:none}
-th.sorted-asc::after{content:" \\25B2"}th.sorted-desc::after{content:" \\25BC"}
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.name{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all;
-max-width:360px}
-tr.hl td{background:#fff1d6}
-.bar{display:inline-block;width:120px;height:10px;background:#eee;margin-right:6px;
-vertical-align:middle}.bar span{display:block;height:100%}
-.legend .swatch{display:inline-block;width:14px;height:10px;margin:0 4px 0 12px;
-vertical-align:middle}
-.swatch.cp{background:#d62728}.swatch.span{background:#4c78a8}
-.swatch.heat{background:hsl(140,55%,55%)}
-.note{color:#777;font-size:12px}
-footer{color:#999;font-size:12px;margin-top:32px;border-top:1px solid #eee;padding-top:8px}
-"""
-
-# Reads only the DOM; user strings never appear in it.
-_SCRIPT = """
-(function () {
-  "use strict";
-  window.addEventListener("error", function (e) {
-    document.body.setAttribute("data-js-error", String(e.message));
-  });
-  function cellValue(td) {
-    var text = td.textContent.trim();
-    var m = text.match(/^\\+?(-?[0-9.,]+)\\s*(µs|ms|s|min|h|%|×)?/);
-    if (!m) { return text.toLowerCase(); }
-    var n = parseFloat(m[1].replace(/,/g, ""));
-    var unit = {"µs": 1e-6, "ms": 1e-3, "min": 60, "h": 3600}[m[2]] || 1;
-    if (m[2] === "min" || m[2] === "h") {
-      var rest = text.match(/([0-9]+)\\s*(s|min)$/);
-      n = n * unit + (rest ? parseFloat(rest[1]) * (rest[2] === "min" ? 60 : 1) : 0);
-      return n;
-    }
-    return n * unit;
-  }
-  document.querySelectorAll("table.sortable").forEach(function (table) {
-    table.querySelectorAll("th").forEach(function (th, column) {
-      th.addEventListener("click", function () {
-        var body = table.tBodies[0];
-        var rows = Array.prototype.slice.call(body.rows);
-        var desc = !th.classList.contains("sorted-desc");
-        table.querySelectorAll("th").forEach(function (other) {
-          other.classList.remove("sorted-asc", "sorted-desc");
-        });
-        th.classList.add(desc ? "sorted-desc" : "sorted-asc");
-        rows.sort(function (a, b) {
-          var x = cellValue(a.cells[column]), y = cellValue(b.cells[column]);
-          var order = x < y ? -1 : x > y ? 1 : 0;
-          return desc ? -order : order;
-        });
-        rows.forEach(function (row) { body.appendChild(row); });
-      });
-    });
-  });
-  document.querySelectorAll("tr[data-cp]").forEach(function (row) {
-    var bar = document.getElementById("cp-" + row.getAttribute("data-cp"));
-    if (!bar) { return; }
-    row.addEventListener("mouseenter", function () {
-      bar.classList.add("hl"); row.classList.add("hl");
-    });
-    row.addEventListener("mouseleave", function () {
-      bar.classList.remove("hl"); row.classList.remove("hl");
-    });
-  });
-  var svg = document.getElementById("waterfall-svg");
-  if (svg) {
-    var line = document.getElementById("cursor");
-    var label = document.getElementById("cursor-label");
-    var x0 = parseFloat(svg.getAttribute("data-x0"));
-    var w = parseFloat(svg.getAttribute("data-w"));
-    var seconds = parseFloat(svg.getAttribute("data-seconds"));
-    svg.addEventListener("mousemove", function (e) {
-      var point = svg.createSVGPoint();
-      point.x = e.clientX; point.y = e.clientY;
-      var p = point.matrixTransform(svg.getScreenCTM().inverse());
-      var inside = p.x >= x0 && p.x <= x0 + w;
-      line.setAttribute("visibility", inside ? "visible" : "hidden");
-      label.setAttribute("visibility", inside ? "visible" : "hidden");
-      if (!inside) { return; }
-      line.setAttribute("x1", p.x); line.setAttribute("x2", p.x);
-      label.setAttribute("x", p.x + 4);
-      label.textContent = "+" + ((p.x - x0) / w * seconds).toFixed(3) + " s";
-    });
-  }
-  document.body.setAttribute("data-ready", "1");
-})();
-"""

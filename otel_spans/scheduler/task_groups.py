@@ -301,9 +301,8 @@ class TaskGroups:
     # -- at the export of a Dask span ----------------------------------------------------------
     def export_groups(
         self, groups: Iterable[TaskGroup], span: SpanIdentity, fallback: float
-    ) -> int:
-        """Export the not yet exported groups (and their held task spans); returns the count."""
-        exported = 0
+    ) -> None:
+        """Export the not yet exported groups (and their held task spans)."""
         for tg in groups:
             state = self.group(tg, span)
             held, kept, dropped = self.sampler.flush(tg)
@@ -312,7 +311,6 @@ class TaskGroups:
             if state.exported:
                 continue
             state.exported = True
-            exported += 1
             state.worker_count = len(state.workers or ())
             state.workers = None
             links = []
@@ -347,4 +345,3 @@ class TaskGroups:
                     links=tuple(links),
                 )
             )
-        return exported

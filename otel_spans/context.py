@@ -1,25 +1,22 @@
 """Trace context across the whole path: caller → Dask spans → code running in tasks.
 
 The wire format everywhere is a W3C ``traceparent`` string
-(``00-<32 hex trace id>-<16 hex span id>-<2 hex flags>``), carried as the Dask task
-annotation ``otel_spans = {"traceparent": ..., "link": bool}``. Annotations are the one
-channel that travels with tasks from a client (or from code inside a task) to the
-scheduler and on to the workers, so no process has to ask another for its context.
-
-Client side, :func:`span` is ``distributed.span`` plus that annotation. Plain
-``distributed.span`` carries no caller context; wrap it in :func:`annotate_context`
-to add it without changing the span code.
+(``00-<32 hex trace id>-<16 hex span id>-<2 hex flags>``). From a client it travels as
+the Dask task annotation ``otel_spans = {"traceparent": ..., "link": bool}``, which
+:func:`span` (``distributed.span`` plus that annotation) and :func:`annotate_context`
+add; plain ``distributed.span`` carries no caller context.
 
 Which trace a Dask span tree belongs to (the rule every process applies to a task's
 annotations, :func:`tree_trace`): the caller's trace when the annotation says
-``link: false``, otherwise ``ids.workflow_trace_id(<root Dask span uuid>)``. For this to give
-one answer for a whole tree, an annotation added *inside* an existing Dask span never
-contradicts the tree: its ``link`` is set to whether the new caller lives in another
-trace, whatever the caller asked for (see :func:`caller_annotation`).
+``link: false``, otherwise ``ids.workflow_trace_id(<root Dask span uuid>)``. For this
+to give one answer for a whole tree, an annotation added *inside* an existing Dask span
+never contradicts the tree: its ``link`` is set to whether the new caller lives in
+another trace, whatever the caller asked for (see :func:`caller_annotation`).
 
 Worker side, :mod:`otel_spans.worker` makes the task's span the current OTel span
-while the task runs, so :func:`caller_traceparent`, :func:`current_context` and
-:class:`TraceContextFilter` see it like any other span.
+while the task runs (an OTel context variable, not an annotation: task code sees
+Dask's annotations unchanged), so :func:`caller_traceparent`, :func:`current_context`
+and :class:`TraceContextFilter` see it like any other span.
 """
 
 from __future__ import annotations
@@ -193,35 +190,46 @@ def tree_trace(annotations: Mapping[str, Any]) -> tuple[int, int] | None:
 
     The caller's when the ``otel_spans`` annotation says ``link: false``, otherwise
     ``ids.workflow_trace_id(root uuid)`` (sampled). None for a task with no ``span``
-    annotation and no caller: its Dask span is the default one, whose uuid only the
-    scheduler knows.
+    annotation and no caller (see :func:`task_span_context` for those).
     """
-    return _tree_of(annotations, _span_ids(annotations))
+    span_ids = _span_ids(annotations)
+    return _tree_of(annotations, span_ids[0] if span_ids else None)
 
 
-def _tree_of(annotations: Mapping[str, Any], span_ids: Sequence[str]) -> tuple[int, int] | None:
+def _tree_of(annotations: Mapping[str, Any], root_uuid: str | None) -> tuple[int, int] | None:
     caller = annotations.get(semconv.ANNOTATION)
     # A missing "link" means false, as on the scheduler: both must pick the same trace.
     if isinstance(caller, Mapping) and not caller.get("link", False):
         parsed = parse_traceparent(caller.get("traceparent"))
         if parsed is not None:
             return parsed[0], parsed[2]
-    if not span_ids:
+    if root_uuid is None:
         return None
-    return _root_trace_id(str(span_ids[0])), TraceFlags.SAMPLED
+    return _root_trace_id(str(root_uuid)), TraceFlags.SAMPLED
 
 
-def task_span_context(key: object, annotations: Mapping[str, Any]) -> SpanContext | None:
+def task_span_context(
+    key: object, annotations: Mapping[str, Any], span_uuid: str | None = None
+) -> SpanContext | None:
     """The span context of a running task's OTel span, or None when it has none.
 
     ``span_id = ids.task_run_span_id(<its Dask span uuid>, str(key), 1)``, the id the
     scheduler gives the task's span; remote, because the scheduler exports it.
+    ``span_uuid`` is the Dask span the scheduler put the task in (the worker's
+    ``TaskState.span_id``); without it, the last of the ``span`` annotation's ids. The
+    root of its tree is the first of those ids when the span is among them; a task
+    outside them (no ``span`` annotation) is in Dask's default span, a root of its own.
     """
     span_ids = _span_ids(annotations)
-    tree = _tree_of(annotations, span_ids) if span_ids else None
+    if span_uuid is None:
+        if not span_ids:
+            return None
+        span_uuid = str(span_ids[-1])
+    root = span_ids[0] if span_uuid in span_ids else span_uuid
+    tree = _tree_of(annotations, str(root))
     if tree is None:
         return None
-    span_id = ids.task_run_span_id(span_ids[-1], str(key), 1)
+    span_id = ids.task_run_span_id(span_uuid, str(key), 1)
     return _span_context(tree[0], span_id, tree[1])
 
 

@@ -235,10 +235,10 @@ class DeferredTask:
 
     A full record (phases as nanoseconds, texts of the dependency keys, a frozen
     dataclass of 17 fields) is several times dearer than this copy; the loop would pay
-    it for every task entering a group's slowest K, including those that drop out again. The loop copies
-    what it must into plain values (the span id, the worker's report of the run, the
-    dependency keys) and :meth:`build` does the rest. Nothing here refers to a live
-    scheduler object or to the transition's own message.
+    it for every task entering a group's slowest K, including those that drop out
+    again. The loop copies what it must into plain values (the span id, the worker's
+    report of the run, the dependency keys) and :meth:`build` does the rest. Nothing
+    here refers to a live scheduler object or to the transition's own message.
     """
 
     key: str

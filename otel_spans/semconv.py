@@ -154,6 +154,7 @@ EVENT_TRANSITION: Final = "dask.transition"
 DASK_TRANSITION_FROM: Final = "dask.transition.from"
 DASK_TRANSITION_TO: Final = "dask.transition.to"
 DASK_TRANSITION_STIMULUS: Final = "dask.transition.stimulus"
+DASK_TRANSITION_RECOMMENDATIONS: Final = "dask.transition.recommendations"
 #: One event per compute/persist/submit that fed the Dask span.
 EVENT_COMPUTATION: Final = "dask.computation"
 DASK_COMPUTATION_ID: Final = "dask.computation.id"

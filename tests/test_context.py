@@ -158,6 +158,17 @@ def nested_submitter() -> dict[str, str]:
     return {"inner_span": inner_id, "traceparent": otel_spans.current_traceparent() or ""}
 
 
+def plain_span_submitter() -> str:
+    """Opens a plain ``distributed.span`` inside a task and submits work in it."""
+    client = get_client()
+    with dask_span("opened in a task") as inner_id:
+        future = client.submit(operator.add, 1, 1, key="in-task-span-1")
+    secede()
+    assert future.result() == 2
+    rejoin()
+    return inner_id
+
+
 def logged_work() -> str:
     """A log line formatted with the ids TraceContextFilter adds."""
     stream = io.StringIO()
@@ -392,12 +403,16 @@ async def test_root_dask_span_is_a_child_of_the_caller_span_or_linked_to_it(
 
 # -- into tasks, in-process workers ----------------------------------------------------------------
 @cluster_test()
-async def test_tasks_run_in_their_span_context_and_nested_submits_are_annotated(
+async def test_tasks_run_in_their_span_context_and_see_dasks_own_annotations(
     otlp_receiver: OtlpReceiver,
 ) -> None:
-    """In-process workers (context only: exporter none, so no global provider is set here)."""
+    """In-process workers (context only: exporter none, so no global provider is set here).
+
+    Task code sees exactly the annotations Dask gives it, and work it submits carries no
+    annotation of ours; tasks of Dask's default span get a task context too.
+    """
     async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as cluster:
-        client, workers = cluster.client, cluster.workers
+        client, workers, scheduler = cluster.client, cluster.workers, cluster.scheduler
         with dask.config.set({"otel-spans.traces.exporter": "none"}):
             await client.register_plugin(OtelSpansWorkerPlugin())
         await client.register_plugin(Recorder())
@@ -406,13 +421,23 @@ async def test_tasks_run_in_their_span_context_and_nested_submits_are_annotated(
             in_thread = await client.submit(thread_task, key="thread-1")
             in_loop = await client.submit(async_task, key="async-1")
             nested = await client.submit(plain_nested_submit, key="nested-1")
-        outside = await client.submit(thread_task, key="default-span-1")
+            seen_in_task = await client.submit(dask.get_annotations, key="annotations-1")
+        outside_future = client.submit(thread_task, key="default-span-1")
+        outside = await outside_future
+        seen_outside = await client.submit(dask.get_annotations, key="annotations-2")
         trace_id = ids.workflow_trace_id(root_id)
         for key, got in (("thread-1", in_thread), ("async-1", in_loop), ("nested-1", nested)):
             assert got == format_traceparent(trace_id, ids.task_run_span_id(root_id, key, 1))
-        assert outside is None  # Dask's default span: its uuid is unknown to workers
+        assert seen_in_task == {"span": {"name": ("in-process",), "ids": (root_id,)}}
+        assert seen_outside == {}
+        default_uuid = scheduler.tasks[outside_future.key].group.span_id
+        assert scheduler.extensions["spans"].spans[default_uuid].name == ("default",)
+        assert outside == format_traceparent(
+            ids.workflow_trace_id(default_uuid),
+            ids.task_run_span_id(default_uuid, "default-span-1", 1),
+        )
         seen = await client.run_on_scheduler(recorded)
-        assert seen["annotations"]["nested-plain"] == {"traceparent": nested, "link": False}
+        assert seen["annotations"] == {}  # nothing of ours on nested submits
 
         await client.unregister_worker_plugin(OtelSpansWorkerPlugin.name)
         assert not any("execute" in w.__dict__ for w in workers)
@@ -439,6 +464,30 @@ async def test_dask_span_opened_inside_a_task_is_a_child_of_that_task(
     assert got.attributes["dask.span.id"] == result["inner_span"]
     assert got.trace_id == f"{ids.workflow_trace_id(outer_id):032x}"
     assert got.parent_span_id == task_span(outer_id, "outer-1")
+
+
+@cluster_test()
+async def test_plain_dask_span_opened_in_a_task_hangs_under_the_submitting_task(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """No annotation of ours travels: the scheduler knows the submitting task's key from
+    distributed's own update-graph message, and keeps that task's span as a parent."""
+    async with traced_cluster({"otel-spans.endpoint": otlp_receiver.grpc_endpoint}) as cluster:
+        client = cluster.client
+        with dask_span("outer") as outer_id:
+            inner_id = await client.submit(plain_span_submitter, key="submitter-1")
+
+        def exported() -> tuple[ReceivedSpan, ReceivedSpan] | None:
+            spans = otlp_receiver.spans()
+            inner = [s for s in spans if s.name == "opened in a task"]
+            task = [s for s in spans if s.attributes.get("dask.task.key") == "submitter-1"]
+            return (inner[0], task[0]) if inner and task else None
+
+        inner, submitter = await await_until(exported, 20)
+    assert inner.attributes["dask.span.id"] == inner_id
+    assert inner.trace_id == f"{ids.workflow_trace_id(outer_id):032x}"
+    assert inner.parent_span_id == task_span(outer_id, "submitter-1") == submitter.span_id
+    assert submitter.attributes["dask.task.sampled_because"] == "children"
 
 
 # -- into tasks, worker processes ------------------------------------------------------------------
@@ -505,12 +554,13 @@ def test_spans_started_in_tasks_on_worker_processes_are_children_of_the_task_spa
     # the task span's count of children goes back to the scheduler in the task's metadata
     assert seen["metadata"]["submit-1"] == {METADATA_CHILDREN: 2}
     assert METADATA_CHILDREN not in seen["metadata"].get("outer-1", {})
-    # work submitted from inside a task carries that task's context
+    # code in a task sees the task's context; otel_spans.span there annotates the work it
+    # submits with it, plain submits carry nothing of ours
     outer_span = ids.task_run_span_id(sub["nested"], "outer-1", 1)
     outer = format_traceparent(ids.workflow_trace_id(root_id), outer_span)
     assert nested["traceparent"] == outer
     assert seen["annotations"]["inner-1"] == {"traceparent": outer, "link": False}
-    assert seen["annotations"]["plain-1"] == {"traceparent": outer, "link": False}
+    assert "plain-1" not in seen["annotations"]
     # logs inside a task carry its ids
     assert f"[trace_id={trace_id} span_id={task_span(sub['logging'], 'log-1')}] hello" in log_line
     assert {s["provider"] for s in stats.values()} == {"otel-spans"}

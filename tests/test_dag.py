@@ -7,10 +7,12 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from dask.delayed import delayed
 from distributed import span
 
 from otel_spans.config import load_defaults
+from otel_spans.scheduler.task_groups import story_event
 from tests.cluster import await_until, cluster_test, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan
@@ -252,10 +254,17 @@ async def test_logs_carry_trace_and_span_ids(otlp_receiver: OtlpReceiver) -> Non
     assert topic_log.body == {"action": "checkpoint", "key": "bad-1", "step": 3}
     assert topic_log.attributes["dask.event.action"] == "checkpoint"
     assert topic_log.trace_id == task_span[0].trace_id
-    # worker joins (topic "all") arrive; the per-worker duplicates are excluded by default
+    # worker joins arrive once, under topic "all" (Dask also logs them under the worker's
+    # own topic); what Dask logs only under a worker's topic is kept
     logs = otlp_receiver.logs()
-    assert [r for r in logs if r.attributes.get("dask.event.action") == "add-worker"]
-    assert not [r for r in logs if str(r.attributes.get("dask.event.topic")).startswith("tcp://")]
+    joins = [r for r in logs if r.attributes.get("dask.event.action") == "add-worker"]
+    assert [r.attributes["dask.event.topic"] for r in joins] == ["all", "all"]
+    per_worker = {
+        r.attributes.get("dask.event.action")
+        for r in logs
+        if str(r.attributes.get("dask.event.topic")).startswith("tcp://")
+    }
+    assert per_worker and not per_worker & {"add-worker", "remove-worker"}, per_worker
     assert not [r for r in logs if r.attributes.get("dask.event.topic") == "mirror-topic"]
     # Dask logs each graph under "scheduler" and the client's id: once here
     (graph_log,) = [r for r in logs if r.attributes.get("dask.event.action") == "update-graph"]
@@ -292,3 +301,40 @@ async def test_100k_tasks_stay_within_the_budget(otlp_receiver: OtlpReceiver) ->
     # bookkeeping released with the decision: nothing held, one entry per group
     assert stats["dag"] == {"task_groups": 1, "held_task_spans": 0, "pending_reruns": 0}
     assert stats["traces"]["dropped"] == stats["traces"]["failed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        (  # distributed's Transition named tuple (and the plain 6-tuple before it)
+            ("x", "processing", "erred", {"y": "released"}, "task-erred-1", 1.5),
+            {
+                "dask.transition.from": "processing",
+                "dask.transition.to": "erred",
+                "dask.transition.stimulus": "task-erred-1",
+                "dask.transition.recommendations": ("y: released",),
+            },
+        ),
+        (  # older distributed: no stimulus id
+            ("x", "waiting", "processing", {}, 1.5),
+            {"dask.transition.from": "waiting", "dask.transition.to": "processing"},
+        ),
+    ],
+)
+def test_story_entries_of_every_shape(entry: tuple[Any, ...], expected: dict[str, Any]) -> None:
+    event = story_event(entry)
+    assert event is not None
+    assert (event.name, event.time_ns) == ("dask.transition", 1_500_000_000)
+    assert dict(event.attributes) == expected
+
+
+def test_story_entries_of_unknown_shape_are_skipped() -> None:
+    for entry in [("x", "a", "b"), ("x", "a", "b", {}, "s", "noon"), "text", None]:
+        assert story_event(entry) is None
+
+
+def test_a_transition_named_tuple_is_read() -> None:
+    from distributed.scheduler import Transition
+
+    event = story_event(Transition("x", "memory", "released", {}, "stim", 2.0))
+    assert event is not None and dict(event.attributes)["dask.transition.stimulus"] == "stim"

@@ -1,14 +1,24 @@
-"""The caller's trace context, adopted from the annotations of ``update_graph``.
+"""The caller's trace context, adopted in ``update_graph`` before the graph's tasks run.
 
-``otel_spans.span`` annotates the tasks a client submits with the caller's W3C
-``traceparent`` (:mod:`otel_spans.context`). The scheduler reads it once per new Dask
-span, before any of the graph's tasks transitions, so a span's trace and parent are
-settled before it is first tracked; the first graph of a Dask span decides for it.
+Two callers are known:
+
+* ``otel_spans.span`` annotates the tasks a client submits with the caller's W3C
+  ``traceparent`` (:mod:`otel_spans.context`);
+* code running in a task that submits work: distributed's client sends the key of the
+  submitting task with the graph (``submitting_task`` of the ``update-graph``
+  message). A Dask span opened there hangs under that task's span, and the task's
+  span is then always exported. No annotation is added to anything task code sees.
+
+The scheduler reads them once per new Dask span, before any of the graph's tasks
+transitions, so a span's trace and parent are settled before it is first tracked; the
+first graph of a Dask span decides for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+import inspect
+from collections.abc import Callable, Container, Hashable, Iterable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from otel_spans import ids, semconv
@@ -45,15 +55,62 @@ def parse_caller(value: Any) -> Caller | None:
     return Caller(trace_id, span_id, bool(value.get("link", False)))
 
 
+#: While the scheduler handles a client's ``update-graph`` message: the key of the task
+#: that submitted the graph (None for a graph from outside any task).
+_submitting_task: ContextVar[Hashable | None] = ContextVar(
+    "otel_spans_submitting_task", default=None
+)
+_UPDATE_GRAPH = "update-graph"
+
+
+def watch_submitting_tasks(scheduler: Scheduler) -> Callable[[], None]:
+    """Make the submitting task of each graph visible to the ``update_graph`` hook.
+
+    ``SchedulerPlugin.update_graph`` is not given ``submitting_task``; the stream handler
+    that receives it is wrapped in a pass-through that only sets a context variable for
+    the duration of the call (the handler is awaited in the stream's own task, so
+    concurrent graphs from other clients never see each other's). Returns the undo.
+    When the handler is missing or not a coroutine function (another distributed), this
+    does nothing: Dask spans opened in tasks then follow the Dask tree.
+    """
+    handlers = scheduler.stream_handlers
+    original = handlers.get(_UPDATE_GRAPH)
+    if original is None or not inspect.iscoroutinefunction(original):
+        return lambda: None
+
+    async def update_graph(**msg: Any) -> Any:
+        token = _submitting_task.set(msg.get("submitting_task"))
+        try:
+            return await original(**msg)
+        finally:
+            _submitting_task.reset(token)
+
+    handlers[_UPDATE_GRAPH] = update_graph
+
+    def undo() -> None:
+        if handlers.get(_UPDATE_GRAPH) is update_graph:
+            handlers[_UPDATE_GRAPH] = original
+
+    return undo
+
+
 class CallerContexts:
     """Dask span uuid -> the caller it adopted; filled by :meth:`adopt` from each graph.
 
     ``tracked`` holds the uuids of Dask spans already tracked: their ids are settled
-    and a later graph never changes them.
+    and a later graph never changes them. ``trace_of`` gives a tracked span's trace id;
+    ``keep_task`` is told the key of a task whose span became a parent.
     """
 
-    def __init__(self, tracked: Container[str]):
+    def __init__(
+        self,
+        tracked: Container[str],
+        trace_of: Callable[[str], int | None],
+        keep_task: Callable[[Hashable], object],
+    ):
         self._tracked = tracked
+        self._trace_of = trace_of
+        self._keep_task = keep_task
         self._callers: dict[str, Caller] = {}
 
     def get(self, uuid: str) -> Caller | None:
@@ -62,7 +119,13 @@ class CallerContexts:
     def clear(self) -> None:
         self._callers.clear()
 
-    def adopt(self, scheduler: Scheduler, ext: SpansSchedulerExtension, annotations: Any) -> None:
+    def adopt(
+        self,
+        scheduler: Scheduler,
+        ext: SpansSchedulerExtension,
+        annotations: Any,
+        tasks: Iterable[Any],
+    ) -> None:
         """Adopt the callers named by the ``otel_spans`` annotations of one graph.
 
         * a new *root* Dask span joins the caller's trace as its child (or, with
@@ -72,12 +135,12 @@ class CallerContexts:
           (with ``link``, it keeps its Dask parent and links to the task).
 
         A root never adopts a context from its own trace (a task of the tree submitting
-        more work): that would make it a child of its own descendant.
+        more work): that would make it a child of its own descendant. Then, for a graph
+        submitted from a task, the Dask spans opened in that task (new children of the
+        task's own Dask span) that no annotation decided for hang under the task.
         """
-        by_key = (annotations or {}).get(semconv.ANNOTATION)
-        if not by_key:
-            return
         decided: set[str] = set()
+        by_key = (annotations or {}).get(semconv.ANNOTATION) or {}
         for key, value in by_key.items():
             ts = scheduler.tasks.get(key)
             if ts is None or ts.group is None or not ts.group.span_id:
@@ -91,6 +154,46 @@ class CallerContexts:
             if span is None or caller is None:
                 continue
             self._adopt(span, caller, decided)
+        submitter = _submitting_task.get()
+        if submitter is not None:
+            self._adopt_submitter(scheduler, ext, submitter, tasks, decided)
+
+    def _adopt_submitter(
+        self,
+        scheduler: Scheduler,
+        ext: SpansSchedulerExtension,
+        submitter: Any,
+        tasks: Iterable[Any],
+        decided: set[str],
+    ) -> None:
+        sts = scheduler.tasks.get(submitter)
+        if sts is None or sts.group is None or not sts.group.span_id:
+            return
+        task_uuid = sts.group.span_id
+        trace_id = self._trace_of(task_uuid)
+        if trace_id is None:
+            return
+        caller = Caller(trace_id, ids.task_run_span_id(task_uuid, str(submitter), 1), False)
+        adopted = False
+        for key in tasks:
+            ts = scheduler.tasks.get(key)
+            uuid = ts.group.span_id if ts is not None and ts.group is not None else None
+            if not uuid or uuid in decided:
+                continue
+            decided.add(uuid)
+            span = ext.spans.get(uuid)
+            parent = span.parent if span is not None else None
+            if (
+                parent is None
+                or parent.id != task_uuid
+                or uuid in self._tracked
+                or uuid in self._callers
+            ):
+                continue
+            self._callers[uuid] = caller
+            adopted = True
+        if adopted:
+            self._keep_task(submitter)
 
     def _adopt(self, span: Span, caller: Caller, decided: set[str]) -> None:
         root = root_of(span)

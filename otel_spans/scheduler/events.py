@@ -26,6 +26,10 @@ _MAX_TOPICS = 1000
 #: Most recent worker removals remembered (to handle each once).
 _MAX_REMOVALS = 1000
 _SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
+#: Actions Dask logs twice: under the worker's own topic and, with the worker's address
+#: in the message, under "all" (``Scheduler.add_worker``, ``Scheduler.remove_worker``).
+#: Exported once, under "all"; every other per-worker event is logged only there.
+_ALSO_UNDER_ALL = frozenset({"add-worker", "remove-worker"})
 
 
 def _matches(topic: str, patterns: tuple[str, ...]) -> bool:
@@ -75,6 +79,8 @@ class DaskEvents:
                     del self._removals[next(iter(self._removals))]
                 self._task_groups.lost(msg.get("processing-tasks") or ())
                 self._task_groups.lost(msg.get("lost-computed-tasks") or ())
+        if isinstance(action, str) and action in _ALSO_UNDER_ALL and topic != "all":
+            return
         if not self._logged(topic):
             return
         if isinstance(msg, dict):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -23,6 +24,7 @@ from tornado.ioloop import PeriodicCallback
 
 from otel_spans import config
 from otel_spans.config import Settings
+from otel_spans.scheduler.callers import watch_submitting_tasks
 from otel_spans.scheduler.events import DaskEvents
 from otel_spans.scheduler.metrics_reader import MetricsReader
 from otel_spans.scheduler.slices import Resume
@@ -77,6 +79,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._events: DaskEvents | None = None
         self._internal_errors = 0
         self._error_log = Throttle(_ERROR_LOG_EVERY)
+        self._unwatch: Callable[[], None] = lambda: None
         #: The pipelines after close(): their final counters stay readable in stats().
         self._closed_signals: Signals | None = None
 
@@ -125,6 +128,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             scheduler, settings, signals.submit_log, self._tracker.identity, task_groups
         )
         scheduler.handlers["otel_spans_stats"] = self.stats
+        self._unwatch = watch_submitting_tasks(scheduler)
         self._callbacks = [
             PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000),
             PeriodicCallback(self._metrics_safely, settings.metrics.interval * 1000),
@@ -137,6 +141,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         for callback in self._callbacks:
             callback.stop()
         self._callbacks = []
+        self._unwatch()
+        self._unwatch = lambda: None
         if self.signals is None:
             return
         self._poll_safely(final=True)
@@ -208,8 +214,16 @@ class OtelSpansPlugin(SchedulerPlugin):
         except Exception:
             self._internal_error("transition")
 
-    def update_graph(self, scheduler: Scheduler, *, annotations: Any = None, **kwargs: Any) -> None:
-        """Adopt the caller's trace context that ``otel_spans.span`` annotated tasks with.
+    def update_graph(
+        self,
+        scheduler: Scheduler,
+        *,
+        annotations: Any = None,
+        tasks: Iterable[Hashable] = (),
+        **kwargs: Any,
+    ) -> None:
+        """Adopt the caller's trace context: ``otel_spans.span``'s annotation, or the task
+        that submitted the graph.
 
         Runs before the new tasks transition, so ids are settled before any of the new
         spans is tracked (see :mod:`otel_spans.scheduler.callers`).
@@ -217,8 +231,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         try:
             tracker = self._tracker
             ext = tracker.extension() if tracker is not None else None
-            if tracker is not None and ext is not None and annotations:
-                tracker.callers.adopt(scheduler, ext, annotations)
+            if tracker is not None and ext is not None:
+                tracker.callers.adopt(scheduler, ext, annotations, tasks)
         except Exception:
             self._internal_error("update_graph")
 

@@ -21,6 +21,7 @@ from distributed.metrics import time
 
 from otel_spans import ids, semconv
 from otel_spans.records import (
+    AttrValue,
     DeferredTask,
     EventRecord,
     ExceptionRecord,
@@ -49,6 +50,10 @@ _MAX_WORKERS = 10_000
 #: Most transition events recorded on one erred task span.
 _MAX_STORY_EVENTS = 50
 _SEVERITY_ERROR = 17  # OTel SeverityNumber.ERROR
+#: Most recommendations recorded on one transition event.
+_MAX_RECOMMENDATIONS = 16
+#: Most running tasks remembered as parents of Dask spans they opened.
+_MAX_PARENTS = 10_000
 #: Most dependency keys recorded on a task span.
 _MAX_DEPENDENCIES = 32
 
@@ -108,6 +113,37 @@ def exception_record(
     )
 
 
+def story_event(entry: object) -> EventRecord | None:
+    """One entry of ``Scheduler.story`` as a span event; None for a shape not known.
+
+    distributed writes ``(key, start, finish, recommendations, stimulus_id, timestamp)``
+    (a ``Transition`` named tuple since 2024); older releases wrote
+    ``(key, start, finish, recommendations, timestamp)``. Recommendations are kept as
+    ``"<key>: <state>"`` texts.
+    """
+    if not isinstance(entry, tuple) or len(entry) not in (5, 6):
+        return None
+    if len(entry) == 6:
+        _, start, finish, recommendations, stimulus, timestamp = entry
+    else:
+        _, start, finish, recommendations, timestamp = entry
+        stimulus = None
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int | float):
+        return None
+    attrs: list[tuple[str, AttrValue]] = [
+        (semconv.DASK_TRANSITION_FROM, str(start)),
+        (semconv.DASK_TRANSITION_TO, str(finish)),
+    ]
+    if stimulus is not None:
+        attrs.append((semconv.DASK_TRANSITION_STIMULUS, str(stimulus)))
+    if isinstance(recommendations, dict) and recommendations:
+        texts = tuple(
+            f"{k}: {v}" for k, v in islice(recommendations.items(), _MAX_RECOMMENDATIONS)
+        )
+        attrs.append((semconv.DASK_TRANSITION_RECOMMENDATIONS, texts))
+    return EventRecord(semconv.EVENT_TRANSITION, ns(timestamp), tuple(attrs))
+
+
 def _int(value: object) -> int:
     """An integer field of a worker's message; 0 when missing or malformed."""
     return value if isinstance(value, int) else 0
@@ -138,6 +174,9 @@ class TaskGroups:
         self._names: dict[tuple[str, str], int] = {}
         #: Keys that were processing or in memory on a worker that died: key -> times.
         self._reruns: dict[Any, int] = {}
+        #: Keys of running tasks that opened Dask spans of their own (insertion-ordered,
+        #: bounded): their spans are parents, so they are kept like ``children``.
+        self._parents: dict[Any, None] = {}
 
     def stats(self) -> dict[str, int]:
         """Sizes of the DAG state, to check it stays O(groups + kept tasks)."""
@@ -145,6 +184,7 @@ class TaskGroups:
             "task_groups": len(self._groups),
             "held_task_spans": self.sampler.held(),
             "pending_reruns": len(self._reruns),
+            "parent_tasks": len(self._parents),
         }
 
     # -- the hot path ---------------------------------------------------------------------
@@ -155,6 +195,12 @@ class TaskGroups:
             self._names[(span.uuid, tg.name)] = n + 1
             state = self._groups[tg] = _Group(span, ids.task_group_span_id(span.uuid, tg.name, n))
         return state
+
+    def keep_as_parent(self, key: Any) -> None:
+        """The task ``key`` opened a Dask span that hangs under its span: keep that span."""
+        self._parents[key] = None
+        if len(self._parents) > _MAX_PARENTS:
+            del self._parents[next(iter(self._parents))]
 
     def lost(self, keys: Iterable[Any]) -> None:
         """Keys a dead worker was running or holding: their next run is a rerun."""
@@ -190,8 +236,11 @@ class TaskGroups:
             must_keep = RECOMPUTED
         else:
             metadata = kwargs.get("metadata")
-            if metadata and metadata.get(semconv.METADATA_CHILDREN):
-                # Spans of user code hang under this task's span: it must exist.
+            if (metadata and metadata.get(semconv.METADATA_CHILDREN)) or (
+                self._parents and self._parents.pop(key, 0) is None
+            ):
+                # Spans of user code, or Dask spans it opened, hang under this task's
+                # span: it must exist.
                 must_keep = CHILDREN
         policy = span.policy
         key_hash = zlib.crc32(str(key).encode("utf-8", "surrogatepass")) if policy.ratio else 0
@@ -258,23 +307,8 @@ class TaskGroups:
 
     def _story(self, key: Any) -> tuple[EventRecord, ...]:
         """The scheduler's transitions of ``key`` (searches its bounded transition log)."""
-        events = []
-        for entry in self.scheduler.story(key)[-_MAX_STORY_EVENTS:]:
-            # (key, start, finish, recommendations, stimulus_id, timestamp)
-            if len(entry) < 6:
-                continue
-            events.append(
-                EventRecord(
-                    semconv.EVENT_TRANSITION,
-                    ns(entry[5]),
-                    (
-                        (semconv.DASK_TRANSITION_FROM, str(entry[1])),
-                        (semconv.DASK_TRANSITION_TO, str(entry[2])),
-                        (semconv.DASK_TRANSITION_STIMULUS, str(entry[4])),
-                    ),
-                )
-            )
-        return tuple(events)
+        events = (story_event(entry) for entry in self.scheduler.story(key)[-_MAX_STORY_EVENTS:])
+        return tuple(event for event in events if event is not None)
 
     def _erred_log(
         self, record: TaskRecord, kwargs: dict[str, Any], span: SpanIdentity, *, kept: bool

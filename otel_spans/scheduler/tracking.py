@@ -106,7 +106,7 @@ class SpanTracker:
         self.open: dict[str, Span] = {}
         #: Spans whose metrics are still read (open, or not settled yet).
         self.live: dict[str, Span] = {}
-        self.callers = CallerContexts(self.tracks)
+        self.callers = CallerContexts(self.tracks, self._trace_of, self._keep_task)
         #: Spans with new work after their last export, and since when.
         self._reopened: dict[str, float] = {}
         #: Spans with task transitions since the last poll: only these (and their
@@ -118,6 +118,14 @@ class SpanTracker:
         self._discovered = 0
         #: The spans the last poll had no time for, in order.
         self._deferred: list[str] = []
+
+    def _trace_of(self, uuid: str) -> int | None:
+        track = self.track_uuid(uuid)
+        return track.trace_id if track is not None else None
+
+    def _keep_task(self, key: Hashable) -> None:
+        if self.task_groups is not None:
+            self.task_groups.keep_as_parent(key)
 
     def identity(self, uuid: str) -> SpanIdentity | None:
         track = self.tracks.get(uuid)

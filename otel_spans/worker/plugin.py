@@ -7,26 +7,33 @@ installs :class:`OtelSpansWorkerPlugin`), or on a running cluster with
 
 **Mechanism.** ``Worker.execute`` (the ``BaseWorker`` method the worker state machine
 awaits once per task, in an asyncio task of its own) is wrapped. The wrapper makes
-the task's span current and adds the ``otel_spans`` annotation in that asyncio task's
-contextvars, then awaits the original. distributed itself propagates contextvars from
-there into the task: ``Worker.execute`` enters ``dask.annotate(span=...)`` the same way
-and runs the function through ``run_in_executor_with_context``, precisely so that the
-span annotation reaches code in the task (``worker_client``, ``get_client``, logging).
-So the OTel context follows the very path Dask's own span annotation takes: to thread-
-pool tasks (``submit``, ``map``, delayed, ``map_blocks``, ``map_partitions``), through
-``secede``/``rejoin``, and to ``async def`` tasks, which run inside ``execute`` itself.
+the task's span the current OTel span in that asyncio task's contextvars, then awaits
+the original. distributed itself propagates contextvars from there into the task: it
+runs the function through ``run_in_executor_with_context``, precisely so that its own
+span annotation reaches code in the task. So the OTel context follows the path Dask's
+span annotation takes: to thread-pool tasks (``submit``, ``map``, delayed,
+``map_blocks``, ``map_partitions``), through ``secede``/``rejoin``, and to
+``async def`` tasks, which run inside ``execute`` itself.
 
-Alternatives considered: a custom OTel runtime context keyed by
-``thread_state.key`` costs nothing until a span starts, but replaces a process-global
-OTel singleton, misses async tasks, and cannot add the annotation that makes plain
-nested submits find their parent; wrapping the executor cannot see which task it
-runs. Executors that are not thread pools get no contextvars from Dask, so tasks sent
-to them get no context (pass :func:`otel_spans.current_traceparent` explicitly).
+Nothing else changes for task code: ``dask.get_annotations()``, the worker's state,
+logging and warnings are what they are without otel-spans (Dask's own tests check it).
+Work a task submits needs no annotation of ours either: the client sends the key of
+the submitting task with every graph, and the scheduler hangs Dask spans opened there
+under that task's span (:mod:`otel_spans.scheduler.callers`).
 
-Per task the wrapper costs a few microseconds (two hashes, the context, the
-annotation); tasks of Dask's default span, which carry no span annotation, cost one
-dict lookup. The count of spans started under the task goes back to the scheduler in
-the task's metadata (:data:`METADATA_CHILDREN`), sent with the task-finished message.
+The task's span id is derived from its Dask span (``ts.span_id``, which the scheduler
+sends with each task) and the root of that span's tree, which the ``span`` annotation
+lists; a task without one runs in Dask's default span, a root of its own.
+
+Alternatives considered: a custom OTel runtime context keyed by ``thread_state.key``
+costs nothing until a span starts, but replaces a process-global OTel singleton and
+misses async tasks; wrapping the executor cannot see which task it runs. Executors
+that are not thread pools get no contextvars from Dask, so tasks sent to them get no
+context (pass :func:`otel_spans.current_traceparent` explicitly).
+
+The count of spans started under the task goes back to the scheduler in the task's
+metadata (:data:`METADATA_CHILDREN`), sent with the task-finished message, and only
+when there were some.
 """
 
 from __future__ import annotations
@@ -36,7 +43,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from dask.base import annotate
 from distributed.diagnostics.plugin import WorkerPlugin
 from opentelemetry import context as otel_context
 
@@ -132,11 +138,10 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
                 prepared = None
             if prepared is None:
                 return await original(key, stimulus_id=stimulus_id)
-            ts, task_context, annotation, run = prepared
+            ts, task_context, run = prepared
             token = otel_context.attach(task_context)
             try:
-                with annotate(**{semconv.ANNOTATION: annotation}):
-                    result = await original(key, stimulus_id=stimulus_id)
+                result = await original(key, stimulus_id=stimulus_id)
             finally:
                 otel_context.detach(token)
                 worker_tracing.end_run(run)
@@ -156,19 +161,15 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
 
     def _prepare(
         self, ts: WorkerTaskState | None, key: Any
-    ) -> tuple[WorkerTaskState, Context, dict[str, Any], worker_tracing.RunningTask] | None:
-        """What a task runs with: its context, its annotation, its children counter."""
-        if ts is None or not ts.annotations or self._lease is None:
+    ) -> tuple[WorkerTaskState, Context, worker_tracing.RunningTask] | None:
+        """What a task runs with: its context and its children counter."""
+        if ts is None or self._lease is None:
             return None
-        sc = context.task_span_context(key, ts.annotations)
+        sc = context.task_span_context(key, ts.annotations or {}, ts.span_id)
         if sc is None:
             return None
-        traceparent = context.traceparent_of(sc)
-        # Work submitted from inside the task (get_client, worker_client, compute) hangs
-        # under the task: same trace, so never a link (context.caller_annotation).
-        annotation = {"traceparent": traceparent, "link": False}
         run = worker_tracing.begin_run(sc.trace_id, sc.span_id)
-        return ts, context.task_context(sc), annotation, run
+        return ts, context.task_context(sc), run
 
     def _internal_error(self) -> None:
         self._internal_errors += 1

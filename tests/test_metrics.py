@@ -320,3 +320,57 @@ async def test_embedded_default_writes_metrics_files(tmp_path: Path) -> None:
         names = await await_until(metric_names, 20)
     assert {"dask.span.cpu.available", "otel_spans.records"} <= names
     assert list(tmp_path.glob("traces-scheduler-*.jsonl"))
+
+
+@cluster_test(120)
+async def test_p2p_shuffle_time_is_beside_the_execute_time_that_adds_up_to_the_cpu(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """The contract with a real P2P shuffle (docs/telemetry.md, per-span worker metrics).
+
+    Over a root, the ``dask.span.execute.time`` series (its idle share included) add up
+    to the thread-seconds the cluster made available (``dask.span.cpu.available``), as
+    Dask computes its "idle or other spans" activity; the shuffle's own work is reported
+    beside them in ``dask.span.p2p.time``, not inside them.
+    """
+    import dask.dataframe as dd
+    import pandas as pd
+
+    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, **FAST_METRICS}
+    async with traced_cluster(config) as c:
+        frame = pd.DataFrame({"k": [i % 7 for i in range(20_000)], "v": range(20_000)})
+        with span("shuffled"):
+            shuffled = dd.from_pandas(frame, npartitions=8).shuffle(on="k", shuffle_method="p2p")
+            result = await c.client.compute(shuffled)
+        assert len(result) == 20_000
+        await asyncio.gather(*(w.heartbeat() for w in c.workers))
+        root = next(
+            sp for sp in c.scheduler.extensions["spans"].spans.values() if sp.name == ("shuffled",)
+        )
+        assert any(k[0] == "p2p" and v > 0 for k, v in root.cumulative_worker_metrics.items())
+
+        def totals() -> dict[str, float]:
+            out: dict[str, float] = defaultdict(float)
+            for (name, attrs), value in latest(otlp_receiver.metrics()).items():
+                if dict(attrs).get("dask.span.root") == "shuffled" and isinstance(
+                    value, int | float
+                ):
+                    out[name] += value
+            return out
+
+        def settled() -> bool:
+            got = totals()
+            cpu = got.get("dask.span.cpu.available", 0.0)
+            return bool(
+                got.get("dask.span.p2p.time")
+                and cpu
+                and got.get("dask.span.execute.time") == pytest.approx(cpu, rel=1e-6)
+            )
+
+        await await_until(settled, 30, lambda: dict(totals()))
+    got = totals()
+    assert got["dask.span.execute.time"] == pytest.approx(root.active_cpu_seconds, rel=1e-6)
+    p2p_seconds = sum(
+        v for k, v in root.cumulative_worker_metrics.items() if k[0] == "p2p" and k[-1] == "seconds"
+    )
+    assert got["dask.span.p2p.time"] == pytest.approx(p2p_seconds, rel=1e-6)

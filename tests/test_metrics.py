@@ -322,6 +322,9 @@ async def test_embedded_default_writes_metrics_files(tmp_path: Path) -> None:
     assert list(tmp_path.glob("traces-scheduler-*.jsonl"))
 
 
+# dask.dataframe warns that layer annotations are ignored with query planning; the
+# span annotation travels as the graph's global annotation all the same.
+@pytest.mark.filterwarnings("ignore:Dask annotations .* detected:UserWarning")
 @cluster_test(120)
 async def test_p2p_shuffle_time_is_beside_the_execute_time_that_adds_up_to_the_cpu(
     otlp_receiver: OtlpReceiver,

@@ -52,14 +52,17 @@ DATASOURCE_VARIABLES = [
 
 #: The collector's self-metrics, with or without the ``_total`` suffix (collector
 #: builds differ), as a ``__name__`` matcher.
-COLLECTOR_ACCEPTED = (
-    '__name__=~"otelcol_receiver_accepted_(spans|metric_points|log_records)(_total)?"'
-)
-COLLECTOR_SENT = '__name__=~"otelcol_exporter_sent_(spans|metric_points|log_records)(_total)?"'
-COLLECTOR_FAILED = (
-    '__name__=~"otelcol_(exporter_send_failed|receiver_refused)_'
-    '(spans|metric_points|log_records)(_total)?"'
-)
+COLLECTOR_SIGNALS = ("spans", "metric_points", "log_records")
+
+
+def collector_metric(name: str, signal: str) -> str:
+    """A matcher for one self-metric of the collector, with or without ``_total``.
+
+    One signal at a time: ``rate()`` drops the name, and two signals of one receiver
+    would otherwise collide.
+    """
+    return f'{{__name__=~"otelcol_{name}_{signal}(_total)?"}}'
+
 
 # -- selectors shared by the panels -------------------------------------------------------
 JOB = 'job="$job"'
@@ -873,16 +876,25 @@ def workflows_dashboard() -> dict[str, Any]:
         "The OpenTelemetry Collector's own metrics: spans, metric points and log"
         " records accepted by its receivers and sent by its exporters.",
         [
-            target(
-                f"sum by (receiver) (rate({{{COLLECTOR_ACCEPTED}}}[$__rate_interval]))",
-                instant=False,
-                legend="in {{receiver}}",
+            *(
+                target(
+                    f"sum by (receiver) (rate({collector_metric('receiver_accepted', s)}"
+                    "[$__rate_interval]))",
+                    "ABC"[i],
+                    instant=False,
+                    legend=f"in {s} {{{{receiver}}}}",
+                )
+                for i, s in enumerate(COLLECTOR_SIGNALS)
             ),
-            target(
-                f"sum by (exporter) (rate({{{COLLECTOR_SENT}}}[$__rate_interval]))",
-                "B",
-                instant=False,
-                legend="out {{exporter}}",
+            *(
+                target(
+                    f"sum by (exporter) (rate({collector_metric('exporter_sent', s)}"
+                    "[$__rate_interval]))",
+                    "DEF"[i],
+                    instant=False,
+                    legend=f"out {s} {{{{exporter}}}}",
+                )
+                for i, s in enumerate(COLLECTOR_SIGNALS)
             ),
         ],
         w=12,
@@ -896,7 +908,11 @@ def workflows_dashboard() -> dict[str, Any]:
         " refused (memory limit), in the time range; should stay 0.",
         [
             target(
-                f"sum (last_over_time({{{COLLECTOR_FAILED}}}[$__range]))",
+                " + ".join(
+                    f"(sum (last_over_time({collector_metric(name, s)}[$__range])) or vector(0))"
+                    for name in ("exporter_send_failed", "receiver_refused")
+                    for s in COLLECTOR_SIGNALS
+                ),
                 instant=True,
             )
         ],

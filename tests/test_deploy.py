@@ -1311,3 +1311,24 @@ def test_the_pull_endpoint_serves_exactly_the_otlp_names(live: Live) -> None:
         }
         <= attributes
     )
+
+
+def test_readme_walk_through_matches_the_files() -> None:
+    """Versions, ports and file names the README states are the ones in the files."""
+    readme = DEPLOY_README.read_text()
+    services = compose_services()
+    for name, service in services.items():
+        if "image" in service and "build" not in service:
+            assert f"`{service['image']}" in readme, f"{name}: {service['image']}"
+    published = {str(p).split(":")[-2] for s in services.values() for p in s.get("ports", [])}
+    match = re.search(r"ports ([\d, and\n]+) free", readme)
+    assert match, "the README lists the published ports"
+    stated = set(re.findall(r"\d+", match[1]))
+    assert stated == published, stated ^ published
+    for path in re.findall(r"\| `([\w./*-]+)`", readme):
+        if "*" in path or path.startswith("grafana/"):
+            continue
+        assert (DEPLOY / path).exists() or (ROOT / path).exists(), path
+    generator = load_module(DEPLOY / "kubernetes" / "generate_observability.py")
+    assert services["collector"]["image"] == generator.COLLECTOR_IMAGE
+    assert services["loki"]["image"] == generator.LOKI_IMAGE

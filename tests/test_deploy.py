@@ -1027,7 +1027,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             "LOKI_OTLP_ENDPOINT": backend.http_endpoint,
         },
     )
-    stack.enter_context(collector.start())
+    stack.enter_context(collector)
     config = {
         "distributed.scheduler.preload": ["otel_spans"],
         "otel-spans.metrics.prometheus-port": 0,

@@ -94,7 +94,10 @@ class OtelcolServer(ServerProcess):
         self._proc = None
 
     def start(self, timeout: float = 20.0) -> OtelcolServer:
-        self._log_fh = open(self.log_path, "ab")  # noqa: SIM115 - closed in close()
+        if self._proc is not None and self._proc.poll() is None:
+            return self  # already running (start() then ``with``)
+        if self._log_fh is None:
+            self._log_fh = open(self.log_path, "ab")  # noqa: SIM115 - closed in close()
         self._proc = subprocess.Popen(
             [str(otelcol_binary()), f"--config={self.config}"],
             stdout=self._log_fh,

@@ -9,6 +9,12 @@ selectors and trace links; writing them by hand invites drift. Edit this file an
 and runs every PromQL expression below against a real Prometheus that scraped a real
 Dask run of the demo workflow.
 
+Two copies of each dashboard are written: ``dashboards/`` for Grafana's file provisioning
+(deploy/grafana/provisioning/, data sources by their provisioned uids) and ``export/``
+for *Dashboards -> New -> Import* into any other Grafana, in the format grafana.com
+expects: ``__inputs`` (one per data source, chosen at import), ``__requires`` (Grafana
+version, data source and panel plugins) and ``${DS_*}`` placeholders.
+
 Totals ("per workflow") sum ``last_over_time(counter[$__range])`` over series rather
 than ``increase()``: a Dask span's series appear only once it has work, already at
 their first value, and ``increase()`` cannot see that first step; for a batch
@@ -26,9 +32,37 @@ from typing import Any
 from urllib.parse import quote
 
 OUT = Path(__file__).resolve().parent / "dashboards"
+EXPORT = Path(__file__).resolve().parent / "export"
 
-#: Provisioned data sources (deploy/grafana/provisioning/datasources/otel-spans.yaml).
+#: The Grafana version the dashboards are written for (deploy/docker-compose.yaml).
+GRAFANA_VERSION = "12.4.3"
+
+#: Provisioned data sources (deploy/grafana/provisioning/datasources/otel-spans.yaml),
+#: through the dashboard's data source variables.
 PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
+LOKI = {"type": "loki", "uid": "${loki}"}
+
+#: Data source variables: name, label, plugin id, provisioned uid, plugin name.
+DATASOURCE_VARIABLES = [
+    ("datasource", "Prometheus", "prometheus", "prometheus", "Prometheus"),
+    ("tempo", "Tempo", "tempo", "tempo", "Tempo"),
+    ("jaeger", "Jaeger", "jaeger", "jaeger", "Jaeger"),
+    ("loki", "Loki", "loki", "loki", "Loki"),
+]
+
+#: The collector's self-metrics, with or without the ``_total`` suffix (collector
+#: builds differ), as a ``__name__`` matcher.
+COLLECTOR_SIGNALS = ("spans", "metric_points", "log_records")
+
+
+def collector_metric(name: str, signal: str) -> str:
+    """A matcher for one self-metric of the collector, with or without ``_total``.
+
+    One signal at a time: ``rate()`` drops the name, and two signals of one receiver
+    would otherwise collide.
+    """
+    return f'{{__name__=~"otelcol_{name}_{signal}(_total)?"}}'
+
 
 # -- selectors shared by the panels -------------------------------------------------------
 JOB = 'job="$job"'
@@ -165,6 +199,7 @@ class Layout:
         errors_only: bool = False,
         red_above_zero: bool = False,
         extra: dict[str, Any] | None = None,
+        datasource: dict[str, str] = PROMETHEUS,
     ) -> None:
         if self.x + w > 24:
             self.x, self.y, self.row_height = 0, self.y + self.row_height, 0
@@ -184,7 +219,7 @@ class Layout:
             "id": self._id(),
             "title": title,
             "description": description,
-            "datasource": PROMETHEUS,
+            "datasource": datasource,
             "gridPos": {"h": h, "w": w, "x": self.x, "y": self.y},
             "targets": targets,
             "fieldConfig": {"defaults": defaults, "overrides": []},
@@ -286,9 +321,10 @@ def query_variable(
 
 def variables() -> list[dict[str, Any]]:
     return [
-        datasource_variable("datasource", "Prometheus", "prometheus", "prometheus"),
-        datasource_variable("tempo", "Tempo", "tempo", "tempo"),
-        datasource_variable("jaeger", "Jaeger", "jaeger", "jaeger"),
+        *(
+            datasource_variable(n, label, kind, uid)
+            for n, label, kind, uid, _ in DATASOURCE_VARIABLES
+        ),
         query_variable(
             "job",
             "Metrics source (job)",
@@ -739,6 +775,33 @@ def workflows_dashboard() -> dict[str, Any]:
         custom=STACKED,
     )
 
+    lay.add(
+        "logs",
+        "Events and errors",
+        "otel-spans' log records in Loki: Dask's structured events (workers joining and"
+        " leaving, client events...) and one ERROR record per erred task with the"
+        " exception. Records that belong to a task or span open their trace (Trace in"
+        " Tempo).",
+        [
+            {
+                "refId": "A",
+                "datasource": LOKI,
+                "expr": '{service_name="$service"}',
+                "queryType": "range",
+            }
+        ],
+        w=24,
+        h=9,
+        datasource=LOKI,
+        options={
+            "showTime": True,
+            "wrapLogMessage": True,
+            "sortOrder": "Descending",
+            "enableLogDetails": True,
+            "dedupStrategy": "none",
+        },
+    )
+
     lay.row("Cluster")
     lay.add(
         ts,
@@ -756,6 +819,107 @@ def workflows_dashboard() -> dict[str, Any]:
         h=7,
         options=timeseries_options(),
         custom=STACKED,
+    )
+    lay.add(
+        ts,
+        "Workers and threads (Dask's own metrics)",
+        "From the scheduler's and the workers' own /metrics (distributed), scraped by"
+        " Prometheus: workers connected to each scheduler, and their threads.",
+        [
+            target(
+                "sum by (instance) (dask_scheduler_workers)",
+                instant=False,
+                legend="workers {{instance}}",
+            ),
+            target("sum (dask_worker_threads)", "B", instant=False, legend="threads"),
+        ],
+        w=8,
+        h=7,
+        options=timeseries_options(),
+    )
+    lay.add(
+        ts,
+        "Scheduler tasks by state (Dask's own metrics)",
+        "Tasks the schedulers hold, by state (dask_scheduler_tasks).",
+        [
+            target(
+                "sum by (state) (dask_scheduler_tasks)",
+                instant=False,
+                legend="{{state}}",
+            )
+        ],
+        w=8,
+        h=7,
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+    lay.add(
+        ts,
+        "Worker memory (Dask's own metrics)",
+        "Memory of all workers by kind: managed (in memory), unmanaged, spilled.",
+        [
+            target(
+                "sum by (type) (dask_worker_memory_bytes)",
+                instant=False,
+                legend="{{type}}",
+            )
+        ],
+        w=8,
+        h=7,
+        unit="bytes",
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+    lay.add(
+        ts,
+        "Collector: items in and out per second",
+        "The OpenTelemetry Collector's own metrics: spans, metric points and log"
+        " records accepted by its receivers and sent by its exporters.",
+        [
+            *(
+                target(
+                    f"sum by (receiver) (rate({collector_metric('receiver_accepted', s)}"
+                    "[$__rate_interval]))",
+                    "ABC"[i],
+                    instant=False,
+                    legend=f"in {s} {{{{receiver}}}}",
+                )
+                for i, s in enumerate(COLLECTOR_SIGNALS)
+            ),
+            *(
+                target(
+                    f"sum by (exporter) (rate({collector_metric('exporter_sent', s)}"
+                    "[$__rate_interval]))",
+                    "DEF"[i],
+                    instant=False,
+                    legend=f"out {s} {{{{exporter}}}}",
+                )
+                for i, s in enumerate(COLLECTOR_SIGNALS)
+            ),
+        ],
+        w=12,
+        h=7,
+        options=timeseries_options(),
+    )
+    lay.add(
+        stat,
+        "Collector: items failed or refused",
+        "Items the collector's exporters gave up on (backend down) or its receivers"
+        " refused (memory limit), in the time range; should stay 0.",
+        [
+            target(
+                " + ".join(
+                    f"(sum (last_over_time({collector_metric(name, s)}[$__range])) or vector(0))"
+                    for name in ("exporter_send_failed", "receiver_refused")
+                    for s in COLLECTOR_SIGNALS
+                ),
+                instant=True,
+            )
+        ],
+        w=12,
+        h=7,
+        options=stat_options(),
+        red_above_zero=True,
     )
 
     lay.row("otel-spans health")
@@ -860,15 +1024,75 @@ def workflows_dashboard() -> dict[str, Any]:
 DASHBOARDS = {"dask-workflows.json": workflows_dashboard}
 
 
+def panel_types(dashboard: dict[str, Any]) -> set[str]:
+    types = set()
+    for panel in dashboard["panels"]:
+        types.add(panel["type"])
+        types |= {p["type"] for p in panel.get("panels", [])}
+    return types - {"row"}
+
+
+def export(dashboard: dict[str, Any]) -> dict[str, Any]:
+    """The dashboard as Grafana's "Export for sharing externally" writes it.
+
+    Each data source variable defaults to a ``${DS_*}`` input that Grafana's import
+    asks for (and replaces everywhere), so the panels, which use the variables, get
+    the importer's data sources.
+    """
+    dashboard = json.loads(json.dumps(dashboard))
+    inputs = []
+    chosen = {}
+    for name, label, kind, _uid, plugin_name in DATASOURCE_VARIABLES:
+        placeholder = f"DS_{label.upper()}"
+        inputs.append(
+            {
+                "name": placeholder,
+                "label": label,
+                "description": f"{label} data source of the dashboard's ${name} variable",
+                "type": "datasource",
+                "pluginId": kind,
+                "pluginName": plugin_name,
+            }
+        )
+        chosen[name] = "${" + placeholder + "}"
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "datasource":
+            value = chosen[variable["name"]]
+            variable["current"] = {"selected": False, "text": value, "value": value}
+    requires = [{"type": "grafana", "id": "grafana", "name": "Grafana", "version": GRAFANA_VERSION}]
+    requires += [
+        {"type": "datasource", "id": kind, "name": plugin_name, "version": "1.0.0"}
+        for _, _, kind, _, plugin_name in DATASOURCE_VARIABLES
+    ]
+    requires += [
+        {"type": "panel", "id": kind, "name": kind, "version": ""}
+        for kind in sorted(panel_types(dashboard))
+    ]
+    return {
+        "__inputs": inputs,
+        "__elements": {},
+        "__requires": requires,
+        "id": None,
+        **dashboard,
+    }
+
+
 def render(build: Any) -> str:
     return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
 
 
+def render_export(build: Any) -> str:
+    return json.dumps(export(build()), indent=2, ensure_ascii=False) + "\n"
+
+
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
+    EXPORT.mkdir(parents=True, exist_ok=True)
     for name, build in DASHBOARDS.items():
         (OUT / name).write_text(render(build))
         print(f"wrote {OUT / name}")
+        (EXPORT / name).write_text(render_export(build))
+        print(f"wrote {EXPORT / name}")
     return 0
 
 

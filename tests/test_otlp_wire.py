@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from otel_spans.config import RecordLimits
 from otel_spans.export import wire as otlp_wire
-from otel_spans.export.wire import Event, Link
+from otel_spans.export.wire import WireEvent, WireLink
 
 UNLIMITED = RecordLimits(attribute_length=10**6, attribute_count=10**6, events=10**6, links=10**6)
 RESOURCE = {"service.name": "dask", "service.instance.id": "é-1", "dask.workers": 3}
@@ -88,9 +88,9 @@ def span_fields(draw: st.DrawFn) -> dict[str, Any]:
         "end_ns": draw(st.integers(min_value=start, max_value=2**63 - 1)),
         "attributes": draw(attribute_maps),
         "events": draw(
-            st.lists(st.builds(Event, st.text(min_size=1), times, attribute_maps), max_size=3)
+            st.lists(st.builds(WireEvent, st.text(min_size=1), times, attribute_maps), max_size=3)
         ),
-        "links": draw(st.lists(st.builds(Link, ids128, ids64, attribute_maps), max_size=3)),
+        "links": draw(st.lists(st.builds(WireLink, ids128, ids64, attribute_maps), max_size=3)),
         "status_code": otlp_wire.STATUS_ERROR if erred else otlp_wire.STATUS_UNSET,
         "status_message": draw(st.text()) if erred else "",
     }
@@ -123,8 +123,8 @@ def test_count_limits_keep_the_first_items_and_count_the_rest() -> None:
     attributes = {f"a{i}": i for i in range(10)}
     span = one_span(
         attributes=attributes,
-        events=[Event(f"e{i}", i, attributes) for i in range(5)],
-        links=[Link(1, 3, {}), Link(1, 4, {})],
+        events=[WireEvent(f"e{i}", i, attributes) for i in range(5)],
+        links=[WireLink(1, 3, {}), WireLink(1, 4, {})],
         limits=limits,
     )
     assert [kv.key for kv in span.attributes] == ["a0", "a1", "a2"]

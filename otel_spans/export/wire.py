@@ -193,14 +193,14 @@ def _key_values(
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class WireEvent:
     name: str
     time_ns: int
     attributes: Mapping[str, object]
 
 
 @dataclass(frozen=True, slots=True)
-class Link:
+class WireLink:
     trace_id: int
     span_id: int
     attributes: Mapping[str, object]
@@ -214,7 +214,7 @@ def _span_id(span_id: int) -> bytes:
     return span_id.to_bytes(8, "big")
 
 
-def _event(event: Event, limits: RecordLimits) -> bytes:
+def _event(event: WireEvent, limits: RecordLimits) -> bytes:
     attributes, dropped = _key_values(_EVENT_ATTRIBUTE, event.attributes, limits)
     out = (
         _EVENT_TIME
@@ -227,7 +227,7 @@ def _event(event: Event, limits: RecordLimits) -> bytes:
     return out
 
 
-def _link(link: Link, limits: RecordLimits) -> bytes:
+def _link(link: WireLink, limits: RecordLimits) -> bytes:
     attributes, dropped = _key_values(_LINK_ATTRIBUTE, link.attributes, limits)
     out = (
         _message(_LINK_TRACE_ID, _trace_id(link.trace_id))
@@ -249,8 +249,8 @@ def span(
     end_ns: int,
     attributes: Mapping[str, object],
     limits: RecordLimits,
-    events: Sequence[Event] = (),
-    links: Sequence[Link] = (),
+    events: Sequence[WireEvent] = (),
+    links: Sequence[WireLink] = (),
     status_code: int = STATUS_UNSET,
     status_message: str = "",
 ) -> bytes:

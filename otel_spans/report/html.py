@@ -154,7 +154,7 @@ class _Scale:
 
 
 @dataclass(slots=True)
-class _Group:
+class _GroupRow:
     name: str
     prefix: str
     span: tuple[str, ...]
@@ -169,13 +169,13 @@ class _Group:
     bins: list[float] = field(default_factory=list)
 
 
-def _groups(tasks: Sequence[TaskRun], scale: _Scale, limit: int) -> tuple[list[_Group], int]:
+def _groups(tasks: Sequence[TaskRun], scale: _Scale, limit: int) -> tuple[list[_GroupRow], int]:
     """The ``limit`` groups with the most compute time, and how many were left out."""
-    groups: dict[str, _Group] = {}
+    groups: dict[str, _GroupRow] = {}
     for task in tasks:
         group = groups.get(task.group)
         if group is None:
-            group = groups[task.group] = _Group(
+            group = groups[task.group] = _GroupRow(
                 task.group, task.prefix, task.span_name, task.start_ns, task.end_ns
             )
         group.start_ns = min(group.start_ns, task.start_ns)
@@ -192,7 +192,7 @@ def _groups(tasks: Sequence[TaskRun], scale: _Scale, limit: int) -> tuple[list[_
     return kept, len(groups) - len(kept)
 
 
-def _fill_bins(groups: dict[str, _Group], tasks: Iterable[TaskRun], scale: _Scale) -> None:
+def _fill_bins(groups: dict[str, _GroupRow], tasks: Iterable[TaskRun], scale: _Scale) -> None:
     """Mean concurrency per bin, ``O(1)`` per task: partial end bins are added directly,
     the full bins between them through a difference array."""
     width = (scale.t1 - scale.t0) / _BINS
@@ -302,7 +302,7 @@ def _waterfall(
     spans_left = max(0, len(order) - max_spans)
     order = order[:max_spans]
     drawn_spans = {spans[i][0] for i, _ in order}
-    under: dict[tuple[str, ...], list[_Group]] = {}
+    under: dict[tuple[str, ...], list[_GroupRow]] = {}
     for group in sorted(groups, key=lambda g: (g.start_ns, g.name)):
         span = group.span if group.span in drawn_spans else ()
         under.setdefault(span, []).append(group)
@@ -331,7 +331,7 @@ def _waterfall(
             f' width="{max(x1 - x0, 1):.1f}" height="{_ROW_H - 6}"><title>{tip}</title></rect>'
         )
 
-    def group_row(row: int, depth: int, group: _Group) -> None:
+    def group_row(row: int, depth: int, group: _GroupRow) -> None:
         group_rows[group.name] = row
         plural = "" if group.tasks == 1 else "s"
         note = f"{group.tasks:,} task{plural} · {_seconds(group.compute_ns / 1e9)}"
@@ -662,4 +662,3 @@ _PAGE = """<!DOCTYPE html>
 </body>
 </html>
 """
-

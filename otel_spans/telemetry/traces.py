@@ -11,7 +11,7 @@ from __future__ import annotations
 from otel_spans import ids, semconv
 from otel_spans.config import RecordLimits
 from otel_spans.export import wire
-from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, Event, Link
+from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, WireEvent, WireLink
 from otel_spans.records import (
     AttrValue,
     EventRecord,
@@ -66,8 +66,8 @@ def _encode(
     attributes: dict[str, AttrValue],
     limits: RecordLimits,
     *,
-    events: list[Event] | None = None,
-    links: list[Link] | None = None,
+    events: list[WireEvent] | None = None,
+    links: list[WireLink] | None = None,
     status: tuple[int, str] = (STATUS_UNSET, ""),
 ) -> bytes:
     """The span of a record: its ids and times, with this name, attributes and status."""
@@ -89,10 +89,10 @@ def _encode(
 
 def dask_span(record: SpanRecord, *, limits: RecordLimits) -> bytes:
     """The OTel span of one export of a Dask span."""
-    links: list[Link] = []
+    links: list[WireLink] = []
     if record.previous_span_id:
         links.append(
-            Link(
+            WireLink(
                 record.trace_id,
                 record.previous_span_id,
                 {semconv.DASK_SPAN_CONTINUATION: record.continuation - 1},
@@ -110,12 +110,12 @@ def dask_span(record: SpanRecord, *, limits: RecordLimits) -> bytes:
     )
 
 
-def _events(records: tuple[EventRecord, ...]) -> list[Event]:
-    return [Event(e.name, e.time_ns, dict(e.attributes)) for e in records]
+def _events(records: tuple[EventRecord, ...]) -> list[WireEvent]:
+    return [WireEvent(e.name, e.time_ns, dict(e.attributes)) for e in records]
 
 
-def _links(records: tuple[LinkRecord, ...]) -> list[Link]:
-    return [Link(link.trace_id, link.span_id, dict(link.attributes)) for link in records]
+def _links(records: tuple[LinkRecord, ...]) -> list[WireLink]:
+    return [WireLink(link.trace_id, link.span_id, dict(link.attributes)) for link in records]
 
 
 def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
@@ -170,7 +170,7 @@ def task_spans(record: TaskRecord, *, limits: RecordLimits) -> list[bytes]:
             details[semconv.EXCEPTION_MESSAGE] = exc.message
         if exc.stacktrace:
             details[semconv.EXCEPTION_STACKTRACE] = exc.stacktrace
-        events.insert(0, Event(semconv.EVENT_EXCEPTION, record.end_ns, details))
+        events.insert(0, WireEvent(semconv.EVENT_EXCEPTION, record.end_ns, details))
     out = [_encode(record, record.prefix, attrs, limits, events=events, status=status)]
     for i, phase in enumerate(record.phases):
         out.append(

@@ -338,3 +338,31 @@ def test_a_transition_named_tuple_is_read() -> None:
 
     event = story_event(Transition("x", "memory", "released", {}, "stim", 2.0))
     assert event is not None and dict(event.attributes)["dask.transition.stimulus"] == "stim"
+
+
+def test_a_story_holds_only_the_keys_own_transitions() -> None:
+    """Dask's ``Scheduler.story(key)`` also returns other keys' transitions whose
+    recommendations name the key; those are not the key's story."""
+    from otel_spans.scheduler.task_groups import TaskGroups
+
+    class StoryOnly:
+        def story(self, key: Any) -> list[tuple[Any, ...]]:
+            return [
+                ("dep", "processing", "memory", {key: "processing"}, "s1", 1.0),
+                (key, "waiting", "processing", {}, "s1", 1.5),
+                (key, "processing", "erred", {}, "s2", 2.0),
+            ]
+
+    groups = TaskGroups(
+        StoryOnly(),  # type: ignore[arg-type]
+        submit=lambda record: None,
+        log=None,
+        max_error_stories=1,
+        max_length=100,
+    )
+    events = groups._story("bad")
+    pairs = [
+        (dict(e.attributes)["dask.transition.from"], dict(e.attributes)["dask.transition.to"])
+        for e in events
+    ]
+    assert pairs == [("waiting", "processing"), ("processing", "erred")]

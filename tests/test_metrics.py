@@ -326,15 +326,15 @@ async def test_embedded_default_writes_metrics_files(tmp_path: Path) -> None:
 # span annotation travels as the graph's global annotation all the same.
 @pytest.mark.filterwarnings("ignore:Dask annotations .* detected:UserWarning")
 @cluster_test(120)
-async def test_p2p_shuffle_time_is_beside_the_execute_time_that_adds_up_to_the_cpu(
+async def test_p2p_shuffle_time_and_the_execute_time_that_adds_up_to_the_cpu(
     otlp_receiver: OtlpReceiver,
 ) -> None:
     """The contract with a real P2P shuffle (docs/telemetry.md, per-span worker metrics).
 
     Over a root, the ``dask.span.execute.time`` series (its idle share included) add up
     to the thread-seconds the cluster made available (``dask.span.cpu.available``), as
-    Dask computes its "idle or other spans" activity; the shuffle's own work is reported
-    beside them in ``dask.span.p2p.time``, not inside them.
+    Dask computes its "idle or other spans" activity; the shuffle's own work is in
+    ``dask.span.p2p.time``, equal to the root's ``p2p`` seconds.
     """
     import dask.dataframe as dd
     import pandas as pd

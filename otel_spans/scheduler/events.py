@@ -26,10 +26,10 @@ _MAX_TOPICS = 1000
 #: Most recent worker removals remembered (to handle each once).
 _MAX_REMOVALS = 1000
 _SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
-#: Actions Dask logs twice: under the worker's own topic and, with the worker's address
-#: in the message, under "all" (``Scheduler.add_worker``, ``Scheduler.remove_worker``).
+#: Actions Dask logs twice, as two messages: under a worker's or client's own topic and
+#: under "all" (``Scheduler.add_worker``, ``remove_worker``, ``restart_workers``).
 #: Exported once, under "all"; every other per-worker event is logged only there.
-_ALSO_UNDER_ALL = frozenset({"add-worker", "remove-worker"})
+_ALSO_UNDER_ALL = frozenset({"add-worker", "remove-worker", "restart-workers"})
 
 
 def _matches(topic: str, patterns: tuple[str, ...]) -> bool:

@@ -307,7 +307,10 @@ class TaskGroups:
 
     def _story(self, key: Any) -> tuple[EventRecord, ...]:
         """The scheduler's transitions of ``key`` (searches its bounded transition log)."""
-        events = (story_event(entry) for entry in self.scheduler.story(key)[-_MAX_STORY_EVENTS:])
+        # Dask's story of a key also holds other keys' transitions that recommended
+        # something for it: only the key's own are its story.
+        own = [entry for entry in self.scheduler.story(key) if entry[:1] == (key,)]
+        events = (story_event(entry) for entry in own[-_MAX_STORY_EVENTS:])
         return tuple(event for event in events if event is not None)
 
     def _erred_log(

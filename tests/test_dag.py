@@ -299,7 +299,12 @@ async def test_100k_tasks_stay_within_the_budget(otlp_receiver: OtlpReceiver) ->
     assert attrs["dask.task_group.task_spans.kept"] == 5
     assert attrs["dask.task_group.task_spans.dropped"] == n - 5
     # bookkeeping released with the decision: nothing held, one entry per group
-    assert stats["dag"] == {"task_groups": 1, "held_task_spans": 0, "pending_reruns": 0}
+    assert stats["dag"] == {
+        "task_groups": 1,
+        "held_task_spans": 0,
+        "pending_reruns": 0,
+        "parent_tasks": 0,
+    }
     assert stats["traces"]["dropped"] == stats["traces"]["failed"] == 0
 
 

@@ -2,14 +2,22 @@
 
 Every setting resolves in one expression: the ``otel-spans`` dask.config key when it
 is not null, then the signal-specific ``OTEL_*`` variable, then the general one, then
-the default (see ``otel-spans.yaml`` for each). Validation is eager: a bad value raises
-:class:`ConfigError` naming the key, the value and what is allowed, so a misconfigured
-scheduler fails at start instead of exporting nothing.
+the default (see ``otel-spans.yaml`` for each). Validation is eager: a bad value of an
+``otel-spans`` key raises :class:`ConfigError` naming the key, the value and what is
+allowed, so a misconfigured scheduler fails at start instead of exporting nothing.
+
+``OTEL_*`` variables are different: they are process-wide, often set for other code in
+the same container, and the OTel SDK configuration specification says an invalid or
+unsupported value is warned about and ignored. So they never raise: a bad one is logged
+once and the setting falls back to the value it would have without the variable
+(docs/configuration.md lists each variable and what otel-spans does with it).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,14 +27,20 @@ from typing import Any, Literal, TypeVar
 import dask.config
 import yaml
 from dask.utils import parse_timedelta
+from opentelemetry.util.re import parse_env_headers
 
 NAMESPACE = "otel-spans"
+logger = logging.getLogger(__name__)
 _DEFAULTS_FILE = Path(__file__).with_name("otel-spans.yaml")
 
 Protocol = Literal["grpc", "http/protobuf"]
 ExporterKind = Literal["otlp", "file", "none"]
 _PROTOCOLS: tuple[Protocol, ...] = ("grpc", "http/protobuf")
 _EXPORTERS: tuple[ExporterKind, ...] = ("otlp", "file", "none")
+#: The ``otel-spans.<signal>.exporter`` values: ours, plus the OTel console exporter.
+_EXPORTER_CHOICES: tuple[str, ...] = (*_EXPORTERS, "console")
+#: What an ``OTEL_<SIGNAL>_EXPORTER`` list may name (plus per-signal aliases).
+_ENV_EXPORTERS: tuple[str, ...] = ("otlp", "console", "none")
 _COMPRESSIONS: tuple[str, ...] = ("gzip", "none")
 _DEFAULT_TIMEOUT = 10.0
 _DEFAULT_MAX_ATTRIBUTE_LENGTH = 4096
@@ -36,6 +50,21 @@ _DEFAULT_COUNT_LIMIT = 128
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names key, value and what is allowed."""
+
+
+#: (variable, value) pairs already warned about: each is said once per process, however
+#: many schedulers, workers and clients resolve the settings.
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def warn_ignored(name: str, value: str, why: str) -> None:
+    """Log once that an ``OTEL_*`` variable's value is ignored, and why."""
+    with _WARNED_LOCK:
+        if (name, value) in _WARNED:
+            return
+        _WARNED.add((name, value))
+    logger.warning("otel-spans: ignoring %s: %s", name, why)
 
 
 def load_defaults() -> dict[str, Any]:
@@ -68,14 +97,23 @@ class ExportTarget:
     insecure: bool | None = None
     #: For kind "file": the directory the OTLP/JSON files go to.
     directory: Path = Path("otel-spans-data")
+    #: Also print every record to standard output (the OTel ``console`` exporter).
+    console: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the signal goes anywhere at all."""
+        return self.kind != "none" or self.console
 
     def describe(self) -> str:
         """Where the data goes, for log lines; never includes header values."""
         if self.kind == "otlp":
-            return f"OTLP {self.protocol} {self.endpoint}"
-        if self.kind == "file":
-            return f"OTLP/JSON files in {self.directory.resolve()}"
-        return "nowhere (exporter none)"
+            where = f"OTLP {self.protocol} {self.endpoint}"
+        elif self.kind == "file":
+            where = f"OTLP/JSON files in {self.directory.resolve()}"
+        else:
+            return "the console" if self.console else "nowhere (exporter none)"
+        return where + " and the console" if self.console else where
 
 
 #: How many of a span's task runs become spans (see :mod:`otel_spans.scheduler.sampling`).
@@ -296,7 +334,8 @@ class _Resolver:
         general ``OTEL_*`` variable of ``setting`` (default: ``key``), else ``default``.
 
         ``parse`` validates the dask.config value; ``parse_env`` (default ``parse``) the
-        variable's text, which names the variable in its error.
+        variable's text. A variable ``parse_env`` rejects is warned about once and
+        ignored: the setting is then ``default``.
         """
         value = self.get(key)
         if value is not None:
@@ -304,7 +343,17 @@ class _Resolver:
         found = self.env_var(setting or key, signal) if (setting or key) in OTEL_VARIABLES else None
         if found is None:
             return default
-        return (parse_env or parse)(*found)
+        return self.from_env(found, parse_env or parse, default)
+
+    @staticmethod
+    def from_env(found: tuple[str, str], parse: Parse[T], default: T) -> T:
+        """``parse`` the variable's text; on a bad value, warn once and use ``default``."""
+        try:
+            return parse(*found)
+        except ConfigError as error:
+            why = str(error).removeprefix(f"{found[0]}: ")
+            warn_ignored(found[0], found[1], f"{why}; using the default")
+            return default
 
     # -- value parsers -------------------------------------------------------------------
     @staticmethod
@@ -318,6 +367,22 @@ class _Resolver:
         if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             return value.strip().lower() == "true"
         raise self.fail(key, value, "true or false")
+
+    @staticmethod
+    def env_boolean(name: str, text: str) -> bool:
+        """An ``OTEL_*`` boolean, per the specification: only ``true`` (any case) is true;
+        anything but ``false`` or empty is also warned about."""
+        value = text.strip().lower()
+        if value not in ("true", "false", ""):
+            warn_ignored(
+                name, text, f"invalid value {text!r}; expected true or false; read as false"
+            )
+        return value == "true"
+
+    def env_choice(self, allowed: tuple[str, ...]) -> Parse[Any]:
+        """An ``OTEL_*`` enum: case-insensitive, as the specification says."""
+        strict = self.choice(allowed)
+        return lambda name, text: strict(name, text.strip().lower())
 
     def duration(self, key: str, value: Any, *, positive: bool = False) -> float:
         try:
@@ -396,21 +461,24 @@ class _Resolver:
             raise self.fail(key, value, "a mapping of string keys to string values")
         return {k: str(v) for k, v in value.items()}
 
-    def env_map(self, name: str, text: str) -> dict[str, str]:
-        """Parse the W3C-baggage-like ``k=v,k2=v2`` format of OTEL_*_HEADERS."""
-        out: dict[str, str] = {}
-        for item in text.split(","):
-            if not item.strip():
-                continue
-            k, sep, v = item.partition("=")
-            if not sep or not k.strip():
-                # The value may be a secret: name the variable, not its content.
-                raise ConfigError(
-                    f"{name}: invalid entry (value hidden); "
-                    "expected comma-separated key=value pairs"
-                )
-            out[urllib.parse.unquote(k.strip())] = urllib.parse.unquote(v.strip())
-        return out
+    @staticmethod
+    def env_map(name: str, text: str) -> dict[str, str]:
+        """OTEL_*_HEADERS (W3C-baggage-like ``k=v,k2=v2``), parsed by the OTel SDK.
+
+        Entries without ``key=`` are dropped with a warning first, naming the variable but
+        not the entry: header values are often secrets, and the SDK's own warning would
+        print them.
+        """
+        entries = [item for item in text.split(",") if item.strip()]
+        kept = [item for item in entries if item.partition("=")[0].strip() and "=" in item]
+        if len(kept) < len(entries):
+            warn_ignored(
+                name,
+                text,
+                f"{len(entries) - len(kept)} entry (value hidden) is not key=value; "
+                "the other entries are used",
+            )
+        return dict(parse_env_headers(",".join(kept), liberal=True))
 
     def readable_file(self, key: str, value: Any) -> str:
         path = self.text(key, value)
@@ -460,7 +528,7 @@ class _Resolver:
         self.check_keys()
         enabled = self.boolean("enabled", self.get("enabled"))
         disabled = self.env_var("enabled")
-        if disabled and self.boolean(*disabled):
+        if disabled and self.env_boolean(*disabled):
             enabled = False
         return Settings(
             enabled=enabled,
@@ -560,9 +628,11 @@ class _Resolver:
     def metrics(self) -> MetricsSettings:
         found = self.env_var("exporter", "metrics")
         pull_by_env = (
-            self.get("metrics.exporter") is None and found is not None and found[1] == "prometheus"
+            self.get("metrics.exporter") is None
+            and found is not None
+            and "prometheus" in self.env_list(found[1])
         )
-        target = self.target("metrics", env_exporter_aliases={"prometheus": "none"})
+        target = self.target("metrics", env_exporter_aliases=("prometheus",))
         port = self.get("metrics.prometheus-port")
         prometheus_port: int | None = None
         if port is not None:
@@ -599,7 +669,7 @@ class _Resolver:
                 "metrics.temporality",
                 self.choice(_TEMPORALITIES),
                 "cumulative",
-                parse_env=lambda name, text: self.choice(_TEMPORALITIES)(name, text.lower()),
+                parse_env=self.env_choice(_TEMPORALITIES),
             ),
             prometheus_port=prometheus_port,
             prometheus_host=self.layered("metrics.prometheus-host", self.text, "0.0.0.0"),
@@ -614,9 +684,7 @@ class _Resolver:
             currency=currency,
         )
 
-    def target(
-        self, signal: str, env_exporter_aliases: Mapping[str, ExporterKind] | None = None
-    ) -> ExportTarget:
+    def target(self, signal: str, env_exporter_aliases: tuple[str, ...] = ()) -> ExportTarget:
         """Resolve exporter kind, endpoint and transport options of one signal.
 
         Every option is resolved (and so validated) even when the signal ends up in
@@ -626,10 +694,12 @@ class _Resolver:
         def option(key: str, parse: Parse[T], default: T, **kwargs: Any) -> T:
             return self.layered(key, parse, default, signal=signal, **kwargs)
 
-        protocol: Protocol = option("protocol", self.choice(_PROTOCOLS), "grpc")
+        protocol: Protocol = option(
+            "protocol", self.choice(_PROTOCOLS), "grpc", parse_env=self.env_protocol
+        )
         endpoint = self.endpoint(signal, protocol)
-        kind = self.exporter_kind(
-            signal, has_endpoint=endpoint is not None, aliases=env_exporter_aliases or {}
+        kind, console = self.exporter_kind(
+            signal, has_endpoint=endpoint is not None, aliases=env_exporter_aliases
         )
         if endpoint is None:
             # exporter "otlp" asked for explicitly, but no endpoint anywhere: the
@@ -639,7 +709,12 @@ class _Resolver:
                 if protocol == "grpc"
                 else f"http://localhost:4318/v1/{signal}"
             )
-        compression = option("compression", self.choice(_COMPRESSIONS), "none")
+        compression = option(
+            "compression",
+            self.choice(_COMPRESSIONS),
+            "none",
+            parse_env=self.env_choice(_COMPRESSIONS),
+        )
         return ExportTarget(
             kind=kind,
             endpoint=endpoint if kind == "otlp" else None,
@@ -655,30 +730,59 @@ class _Resolver:
             certificate=option("certificate", self.readable_file, None),
             client_certificate=option("client-certificate", self.readable_file, None),
             client_key=option("client-key", self.readable_file, None),
-            insecure=option("insecure", self.boolean, None),
+            insecure=option("insecure", self.boolean, None, parse_env=self.env_boolean),
             directory=Path(self.optional_str("directory") or "otel-spans-data"),
+            console=console,
         )
 
+    def env_protocol(self, name: str, text: str) -> Protocol:
+        """OTEL_EXPORTER_OTLP_*PROTOCOL; ``http/json`` is a valid OTLP protocol that
+        otel-spans does not speak: said as such (then ignored like any bad value)."""
+        if text.strip().lower() == "http/json":
+            raise ConfigError(f"{name}: http/json is not supported (grpc or http/protobuf)")
+        protocol: Protocol = self.env_choice(_PROTOCOLS)(name, text)
+        return protocol
+
+    @staticmethod
+    def env_list(text: str) -> list[str]:
+        """An ``OTEL_*_EXPORTER`` value: a comma-separated, case-insensitive list."""
+        return [item.strip().lower() for item in text.split(",") if item.strip()]
+
     def exporter_kind(
-        self, signal: str, *, has_endpoint: bool, aliases: Mapping[str, ExporterKind]
-    ) -> ExporterKind:
+        self, signal: str, *, has_endpoint: bool, aliases: tuple[str, ...]
+    ) -> tuple[ExporterKind, bool]:
+        """(where the signal goes, whether it is also printed to the console).
+
+        ``aliases`` are names the variable may hold that another setting serves
+        (``prometheus`` for metrics: a pull endpoint, nothing pushed).
+        """
         key = f"{signal}.exporter"
         value = self.get(key)
         if value is not None:
-            kind: ExporterKind = self.choice(_EXPORTERS, "one of " + ", ".join(_EXPORTERS))(
+            choice = self.choice(_EXPORTER_CHOICES, "one of " + ", ".join(_EXPORTER_CHOICES))(
                 key, value
             )
-            return kind
+            return ("none", True) if choice == "console" else (choice, False)
+        default: ExporterKind = "otlp" if has_endpoint else "file"
         found = self.env_var("exporter", signal)
         if found is None:
-            return "otlp" if has_endpoint else "file"
+            return default, False
         name, text = found
-        if text in aliases:
-            return aliases[text]
-        if text not in ("otlp", "none"):
-            allowed = ", ".join(("otlp", *aliases, "none"))
-            raise self.fail(name, text, f"one of {allowed}")
-        return "otlp" if text == "otlp" else "none"
+        allowed = (*_ENV_EXPORTERS, *aliases)
+        names = self.env_list(text)
+        unknown = [n for n in names if n not in allowed]
+        if unknown:
+            warn_ignored(
+                name,
+                text,
+                f"unsupported exporter {', '.join(map(repr, unknown))} (otel-spans supports "
+                f"{', '.join(allowed)}); the others are used",
+            )
+        known = [n for n in names if n in allowed]
+        if not known:
+            return default, False
+        kind: ExporterKind = "otlp" if "otlp" in known else "none"
+        return kind, "console" in known
 
     def endpoint(self, signal: str, protocol: Protocol) -> str | None:
         """The signal's endpoint: ``<signal>.endpoint``, ``endpoint``, then the variables.
@@ -702,7 +806,12 @@ class _Resolver:
         for key, value, as_is in candidates:
             if value is None:
                 continue
-            url = self.url(key, value)
+            if key.startswith("OTEL_"):
+                url = self.from_env((key, value), self.url, "")
+                if not url:
+                    continue
+            else:
+                url = self.url(key, value)
             if protocol == "http/protobuf" and not as_is:
                 url = url.rstrip("/") + f"/v1/{signal}"
             return url

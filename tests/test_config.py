@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,11 +10,13 @@ from typing import Any
 import dask.config
 import pytest
 
+from otel_spans import config
 from otel_spans.config import CaptureSettings, ConfigError, RecordLimits, Settings, check_keys
 
 
 @pytest.fixture(autouse=True)
 def _clean_config() -> Iterator[None]:
+    config._WARNED.clear()  # every test sees its own once-per-process warnings
     with dask.config.set({"otel-spans": {}}):
         yield
 
@@ -83,12 +86,13 @@ def test_signal_specific_dask_key_beats_general_one() -> None:
     assert s.traces.target.endpoint == "http://traces:4317"
 
 
-def test_env_headers_are_url_decoded() -> None:
+def test_env_headers_are_parsed_as_the_sdk_does() -> None:
+    """URL-decoded values; names lower-cased (gRPC metadata keys must be lower case)."""
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317",
         "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20abc, x-tenant = t1",
     }
-    assert resolve(env).traces.target.headers == {"Authorization": "Bearer abc", "x-tenant": "t1"}
+    assert resolve(env).traces.target.headers == {"authorization": "Bearer abc", "x-tenant": "t1"}
 
 
 def test_sdk_disabled_and_traces_exporter_none() -> None:
@@ -133,11 +137,6 @@ def test_describe_never_shows_header_values() -> None:
             r"otel-spans\.protocol: invalid value 'udp'; expected grpc or http/protobuf",
         ),
         (
-            {},
-            {"OTEL_EXPORTER_OTLP_PROTOCOL": "thrift"},
-            r"OTEL_EXPORTER_OTLP_PROTOCOL: invalid value 'thrift'",
-        ),
-        (
             {"endpoint": "collector:4317"},
             {},
             r"otel-spans\.endpoint: invalid value 'collector:4317'; expected an http://",
@@ -145,11 +144,6 @@ def test_describe_never_shows_header_values() -> None:
         ({"endpoint": "http://:4317"}, {}, r"otel-spans\.endpoint: invalid value"),
         ({"endpoint": "http://c:99999"}, {}, r"otel-spans\.endpoint: invalid value"),
         ({"endpoint": 4317}, {}, r"otel-spans\.endpoint: invalid value 4317"),
-        (
-            {},
-            {"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://c"},
-            r"OTEL_EXPORTER_OTLP_ENDPOINT: invalid value 'ftp://c'",
-        ),
         (
             {"queue_size": -1},
             {},
@@ -180,18 +174,7 @@ def test_describe_never_shows_header_values() -> None:
             {},
             r"traces\.exporter: invalid value 'zipkin'; expected one of otlp, file, none",
         ),
-        ({}, {"OTEL_TRACES_EXPORTER": "zipkin"}, r"OTEL_TRACES_EXPORTER: invalid value 'zipkin'"),
-        (
-            {},
-            {"OTEL_METRICS_EXPORTER": "statsd"},
-            r"OTEL_METRICS_EXPORTER: invalid value 'statsd'; expected one of otlp, prometheus",
-        ),
         ({"metrics": {"interval": "0s"}}, {}, r"otel-spans\.metrics\.interval: invalid value '0s'"),
-        (
-            {},
-            {"OTEL_METRIC_EXPORT_INTERVAL": "x"},
-            r"OTEL_METRIC_EXPORT_INTERVAL: invalid value 'x'",
-        ),
         (
             {"metrics": {"temporality": "weekly"}},
             {},
@@ -216,12 +199,6 @@ def test_describe_never_shows_header_values() -> None:
             {},
             r"otel-spans\.enabled: invalid value 'yes'; expected true or false",
         ),
-        ({}, {"OTEL_SDK_DISABLED": "1"}, r"OTEL_SDK_DISABLED: invalid value '1'"),
-        (
-            {},
-            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1", "OTEL_EXPORTER_OTLP_TIMEOUT": "-5"},
-            r"OTEL_EXPORTER_OTLP_TIMEOUT: invalid value '-5'",
-        ),
         (
             {"compression": "zstd"},
             {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1"},
@@ -239,11 +216,6 @@ def test_describe_never_shows_header_values() -> None:
         ),
         ({"max_attribute_length": 0}, {}, r"otel-spans\.max-attribute-length: invalid value 0"),
         ({"max_events": -1}, {}, r"otel-spans\.max-events: invalid value -1; expected an integer"),
-        (
-            {},
-            {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "many"},
-            r"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: invalid value 'many'; expected an integer >= 0",
-        ),
         (
             {"capture": {"code": "hidden"}},
             {},
@@ -292,12 +264,16 @@ def test_capture_defaults_keep_code_and_messages() -> None:
     assert resolve(capture=capture).capture == CaptureSettings("location", "type")
 
 
-def test_secret_headers_are_not_echoed_in_errors() -> None:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1", "OTEL_EXPORTER_OTLP_HEADERS": "tok3n"}
-    with pytest.raises(ConfigError) as info:
-        resolve(env)
-    assert "OTEL_EXPORTER_OTLP_HEADERS" in str(info.value)
-    assert "tok3n" not in str(info.value)
+def test_secret_headers_are_not_echoed_in_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1",
+        "OTEL_EXPORTER_OTLP_HEADERS": "tok3n,x-tenant=t1",
+    }
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        target = resolve(env).traces.target
+    assert target.headers == {"x-tenant": "t1"}  # the valid entry is used
+    (record,) = [r for r in caplog.records if "OTEL_EXPORTER_OTLP_HEADERS" in r.getMessage()]
+    assert "tok3n" not in record.getMessage()
 
 
 def test_dask_config_namespace_is_read() -> None:

@@ -40,7 +40,7 @@ import jsonschema
 import pytest
 import yaml
 
-from otel_spans import semconv
+from otel_spans import config, semconv
 from otel_spans.config import Settings
 from otel_spans.telemetry.metrics import Instruments, MetricsState
 from tests.servers.otelcol import OtelcolServer, otelcol_binary
@@ -973,16 +973,18 @@ def test_readme_environment_examples_resolve() -> None:
     target = settings.traces.target
     assert target.kind == "otlp" and target.protocol == "http/protobuf"
     assert str(target.endpoint).endswith("/otlp/v1/traces")
-    assert target.headers["Authorization"].startswith("Basic ")
-    user, _, token = target.headers["Authorization"].removeprefix("Basic ").partition(" ")
+    assert target.headers["authorization"].startswith("Basic ")
+    user, _, token = target.headers["authorization"].removeprefix("Basic ").partition(" ")
     assert not token and base64.b64decode(user).decode() == "123456:glc_example"
     pull = next(env for heading, env in blocks.items() if "scraping" in heading)
     settings = otel_spans_settings(pull)
     assert settings.metrics.prometheus_port == 9464
     assert settings.traces.target.kind == "none"
     assert len(blocks) >= 3
+    config._WARNED.clear()
     for env in blocks.values():
-        otel_spans_settings(env)  # raises ConfigError on a bad example
+        otel_spans_settings(env)  # raises ConfigError on a bad dask.config example
+    assert not config._WARNED, f"README examples set ignored OTEL_* values: {config._WARNED}"
 
 
 # -- live: a real Dask run, scraped by a real Prometheus --------------------------------

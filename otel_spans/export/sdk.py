@@ -24,14 +24,16 @@ from opentelemetry.sdk.metrics import (
 )
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
+    ConsoleMetricExporter,
     MetricExporter,
     MetricExportResult,
     MetricsData,
 )
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, SpanExportResult
 
 from otel_spans.config import ExportTarget, Temporality
+from otel_spans.export.console import TeeMetricExporter, TeeSpanExporter
 from otel_spans.export.files import JsonLinesWriter, OtlpJsonMetricExporter, OtlpJsonSpanExporter
 from otel_spans.export.tls import grpc_credentials, http_session
 
@@ -165,6 +167,14 @@ class _NoSpanExporter(SpanExporter):
 
 def make_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
     """The SDK span exporter for ``target``, every option passed explicitly."""
+    primary = _primary_span_exporter(target, role=role)
+    if not target.console:
+        return primary
+    console = ConsoleSpanExporter()
+    return console if target.kind == "none" else TeeSpanExporter(primary, console)
+
+
+def _primary_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
     if target.kind == "none":
         return _NoSpanExporter()
     if target.kind == "file":
@@ -205,9 +215,19 @@ def make_metric_exporter(
     target: ExportTarget, temporality: Temporality, *, role: str
 ) -> MetricExporter | None:
     """The SDK metric exporter for ``target``; None when metrics are not pushed."""
+    preference = temporality_preference(temporality)
+    primary = _primary_metric_exporter(target, preference, role=role)
+    if not target.console:
+        return primary
+    console = ConsoleMetricExporter(preferred_temporality=preference)
+    return console if primary is None else TeeMetricExporter(primary, console, preference)
+
+
+def _primary_metric_exporter(
+    target: ExportTarget, preference: dict[type, AggregationTemporality], *, role: str
+) -> MetricExporter | None:
     if target.kind == "none":
         return None
-    preference = temporality_preference(temporality)
     if target.kind == "file":
         return OtlpJsonMetricExporter(
             JsonLinesWriter(target.directory, "metrics", role), preference

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
 from otel_spans.config import ExportTarget
+from otel_spans.export.console import ConsoleSender, TeeSender
 from otel_spans.export.files import FileSender, JsonLinesWriter
 from otel_spans.export.tls import grpc_credentials, http_session
 from otel_spans.throttle import Throttle
@@ -71,6 +72,14 @@ def make_request_sender(target: ExportTarget, *, signal: str, role: str) -> Requ
 
     Workers' spans go through the SDK's exporters (:mod:`otel_spans.export.sdk`).
     """
+    primary = _primary_sender(target, signal=signal, role=role)
+    if not target.console:
+        return primary
+    console = ConsoleSender(signal)
+    return console if target.kind == "none" else TeeSender(primary, console)
+
+
+def _primary_sender(target: ExportTarget, *, signal: str, role: str) -> RequestSender:
     if target.kind == "none":
         return _NoSender()
     if target.kind == "file":
@@ -145,12 +154,12 @@ class GrpcSender(OtlpSender):
         self._credentials = credentials
         url = urlparse(self.endpoint)
         self._address = url.netloc or self.endpoint
-        insecure = target.insecure
-        if insecure is None:
-            insecure = url.scheme == "http"
-        if url.scheme == "https":
-            insecure = False
-        self._insecure = insecure
+        # The scheme decides, as the OTLP exporter specification says; ``insecure``
+        # only speaks for an endpoint without one.
+        if url.scheme in ("http", "https"):
+            self._insecure = url.scheme == "http"
+        else:
+            self._insecure = bool(target.insecure)
         self._metadata = tuple((k.lower(), v) for k, v in target.headers.items())
         self._compression = grpc.Compression.Gzip if target.compression else None
         self._lock = threading.Lock()

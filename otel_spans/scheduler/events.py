@@ -113,7 +113,7 @@ class DaskEvents:
         if known is None:
             logs = self._settings.logs
             known = (
-                logs.target.kind != "none"
+                logs.target.enabled
                 and _matches(topic, logs.topics)
                 and not _matches(topic, logs.exclude_topics)
             )

@@ -107,7 +107,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             loop_errors=lambda: self._internal_errors,
         )
         task_groups = None
-        erred_logs = settings.logs.erred_tasks and settings.logs.target.kind != "none"
+        erred_logs = settings.logs.erred_tasks and settings.logs.target.enabled
         if signals.traces_enabled or erred_logs:
             # Without traces and erred-task logs nothing would read the task groups.
             task_groups = TaskGroups(

@@ -137,9 +137,7 @@ def story_event(entry: object) -> EventRecord | None:
     if stimulus is not None:
         attrs.append((semconv.DASK_TRANSITION_STIMULUS, str(stimulus)))
     if isinstance(recommendations, dict) and recommendations:
-        texts = tuple(
-            f"{k}: {v}" for k, v in islice(recommendations.items(), _MAX_RECOMMENDATIONS)
-        )
+        texts = tuple(f"{k}: {v}" for k, v in islice(recommendations.items(), _MAX_RECOMMENDATIONS))
         attrs.append((semconv.DASK_TRANSITION_RECOMMENDATIONS, texts))
     return EventRecord(semconv.EVENT_TRANSITION, ns(timestamp), tuple(attrs))
 

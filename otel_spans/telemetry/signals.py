@@ -69,7 +69,7 @@ class Signals:
         settings = self.settings
         trace_settings = settings.traces
         #: False when traces go nowhere: then nothing is built for them at all.
-        self.traces_enabled = trace_settings.target.kind != "none"
+        self.traces_enabled = trace_settings.target.enabled
         self._trace_sender = make_request_sender(trace_settings.target, signal="traces", role=role)
         encoder = self._request_encoder()
         limits = settings.record_limits

@@ -220,7 +220,7 @@ def acquire(settings: Settings, resource: Callable[[], Resource]) -> Lease:
     with _lock:
         _process.leases += 1
         current = trace.get_tracer_provider()
-        if isinstance(current, trace.ProxyTracerProvider) and settings.traces.target.kind != "none":
+        if isinstance(current, trace.ProxyTracerProvider) and settings.traces.target.enabled:
             current = _install(settings, resource)
         if current is _process.provider:
             if _process.processor.export is None:

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from opentelemetry.sdk.metrics._internal.exemplar import Exemplar
+from opentelemetry.sdk.metrics import Exemplar
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     Histogram,

@@ -180,6 +180,8 @@ class MetricsSettings:
     prometheus_host: str
     max_span_names: int
     max_prefixes: int
+    #: The SDK's cardinality limit per instrument (series kept before folding).
+    max_series: int
     #: Seconds a finished span keeps being read for late worker heartbeats.
     settle: float
     cpu_hour_price: float | None
@@ -678,6 +680,9 @@ class _Resolver:
             ),
             max_prefixes=self.integer(
                 "metrics.max-prefixes", self.get("metrics.max-prefixes"), minimum=1
+            ),
+            max_series=self.integer(
+                "metrics.max-series", self.get("metrics.max-series"), minimum=1
             ),
             settle=self.duration("metrics.settle", self.get("metrics.settle")),
             cpu_hour_price=price,

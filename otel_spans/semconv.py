@@ -71,6 +71,8 @@ ATTR_OUTCOME: Final = "otel_spans.outcome"
 ATTR_LIMITED: Final = "otel_spans.attribute"
 #: The value that replaces span names and prefixes beyond the cardinality budget.
 OVERFLOW_VALUE: Final = "(overflow)"
+#: ``otel_spans.attribute`` value counting series the SDK folded into its overflow point.
+LIMITED_SERIES: Final = "(series)"
 #: Dask's synthetic activity: thread time of the span not attributed to its tasks.
 IDLE_ACTIVITY: Final = "idle or other spans"
 

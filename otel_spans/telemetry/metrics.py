@@ -9,6 +9,7 @@ loop and the export thread never share mutable Dask state.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -46,6 +47,7 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
 EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
+logger = logging.getLogger(__name__)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 #: Longest metric attribute value (span names, prefixes): a label names a series, and
 #: Prometheus and its peers index every label value.
@@ -55,10 +57,14 @@ MAX_LABEL_LENGTH = 256
 class MetricsState:
     """Cumulative sums of every counter series, fed by deltas; thread-safe."""
 
-    def __init__(self, settings: MetricsSettings):
+    def __init__(self, settings: MetricsSettings, series_limit: int | None = None):
         self.settings = settings
         self.span_names = CardinalityLimiter(settings.max_span_names)
         self.prefixes = CardinalityLimiter(settings.max_prefixes)
+        #: The SDK's cardinality limit per instrument, as configured on the provider.
+        self.series_limit = settings.max_series if series_limit is None else series_limit
+        #: metric -> most series the SDK folded into its overflow point at one collection.
+        self._folded: dict[str, int] = {}
         self._sums: dict[str, dict[Attrs, float]] = defaultdict(dict)
         self._lock = threading.Lock()
         #: (tags, prefix) -> labels, for the per-task path (bounded by Dask's own spans).
@@ -103,16 +109,37 @@ class MetricsState:
         with self._lock:
             return list(self._sums.get(metric, {}).items())
 
+    def observed(self, metric: str, series: int) -> None:
+        """One collection reported ``series`` series of ``metric``: the SDK keeps
+        ``series_limit`` of them and folds the rest into one overflow point. Counted here,
+        where the number is known, so that no series vanishes uncounted."""
+        folded = series - self.series_limit
+        if folded <= self._folded.get(metric, 0):
+            return
+        if not self._folded:
+            logger.warning(
+                "otel-spans: %s has %d series, more than metrics.max-series (%d); the OTel "
+                "SDK folds the rest into one otel.metric.overflow point (counted in %s)",
+                metric,
+                series,
+                self.series_limit,
+                semconv.M_OVERFLOW,
+            )
+        self._folded[metric] = folded
+
     def overflow(self) -> dict[str, int]:
         return {
             semconv.ATTR_SPAN_NAME: self.span_names.overflowed,
             semconv.ATTR_TASK_PREFIX: self.prefixes.overflowed,
+            semconv.LIMITED_SERIES: sum(self._folded.values()),
         }
 
 
 def _observe(state: MetricsState, metric: str) -> Callable[[CallbackOptions], list[Observation]]:
     def callback(options: CallbackOptions) -> list[Observation]:
-        return [Observation(value, dict(attrs)) for attrs, value in state.read(metric)]
+        observations = [Observation(value, dict(attrs)) for attrs, value in state.read(metric)]
+        state.observed(metric, len(observations))
+        return observations
 
     return callback
 

@@ -6,12 +6,14 @@ exist and how they are encoded is decided here, where they go in :mod:`otel_span
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.view import View
 
 from otel_spans import semconv
 from otel_spans.config import Settings
@@ -38,6 +40,18 @@ from otel_spans.telemetry.task_histogram import TaskDurationHistogram
 TraceRecord = SpanRecord | GroupRecord | TaskRecord | DeferredTask
 
 logger = logging.getLogger("otel_spans")
+
+
+#: The fixed per-instrument cardinality limit of OTel SDKs whose View cannot set one.
+SDK_DEFAULT_SERIES_LIMIT = 2000
+
+
+def series_limit_views(max_series: int) -> tuple[list[View], int]:
+    """Views that set the SDK's cardinality limit to ``max_series``, and the limit the
+    SDK will apply (its fixed default where a View cannot set it)."""
+    if "aggregation_cardinality_limit" in inspect.signature(View).parameters:
+        return [View(instrument_name="*", aggregation_cardinality_limit=max_series)], max_series
+    return [], SDK_DEFAULT_SERIES_LIMIT
 
 
 class Signals:
@@ -139,7 +153,8 @@ class Signals:
     # -- metrics -----------------------------------------------------------------------
     def _init_metrics(self, role: str) -> None:
         m = self.settings.metrics
-        self.metric_state = MetricsState(m)
+        views, series_limit = series_limit_views(m.max_series)
+        self.metric_state = MetricsState(m, series_limit)
         readers: list[MetricReader] = []
         self._metric_exporter: CountingMetricExporter | None = None
         exporter = make_metric_exporter(m.target, m.temporality, role=role)
@@ -160,7 +175,11 @@ class Signals:
             readers.append(self.prometheus.reader)
         self._prometheus_port = self.prometheus.port if self.prometheus is not None else None
         self.meter_provider: MeterProvider | None = MeterProvider(
-            resource=self.resource, metric_readers=readers
+            resource=self.resource,
+            metric_readers=readers,
+            # Every instrument keeps metrics.max-series series before the SDK folds the
+            # rest into its overflow point; MetricsState counts what is folded.
+            views=views,
         )
         meter = self.meter_provider.get_meter(semconv.SCOPE_NAME)
         self._instruments: Instruments | None = Instruments(meter, self.metric_state, self.stats)

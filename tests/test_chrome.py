@@ -20,6 +20,7 @@ import pytest
 from otel_spans.analysis.model import DaskSpan, Phase, TaskRun, Workflow
 from otel_spans.analysis.workflow import analyse
 from otel_spans.report import chrome
+from tests.requirements import require_module
 from tests.test_analysis import (
     GOLDEN_PATH,
     W1,
@@ -179,7 +180,7 @@ def flow_edges(trace: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_schema() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = require_module("jsonschema")
     jsonschema.validate(encode(golden_workflow(), SPANS), TRACE_SCHEMA)
     jsonschema.validate(encode(Workflow("empty", at(0), at(0))), TRACE_SCHEMA)
     with pytest.raises(jsonschema.ValidationError):

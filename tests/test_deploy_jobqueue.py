@@ -19,6 +19,8 @@ import dask.config
 import pytest
 import yaml
 
+from tests.requirements import require_module
+
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "deploy" / "jobqueue" / "otel-spans-jobqueue.yaml"
 SHARED_KEYS = ("worker-extra-args", "scheduler-options")
@@ -56,12 +58,7 @@ def read_records(directory: Path) -> str:
 def test_the_local_runner_exports_scheduler_and_worker_spans(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    try:
-        from dask_jobqueue.local import LocalCluster
-    except ImportError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"dask-jobqueue is a test dependency (pyproject [test]): {exc}")
-        pytest.skip(f"dask-jobqueue not installed: {exc}")
+    LocalCluster = require_module("dask_jobqueue.local").LocalCluster
     from distributed import Client, span
 
     data = recipe()

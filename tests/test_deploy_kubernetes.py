@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import os
 import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
+from tests.requirements import require_module, unavailable
 from tests.test_deploy import (
     assert_exports_to_a_collector,
     has_preload,
@@ -52,12 +51,7 @@ IMAGE = "otel-spans-dask"
 
 def need(module: str) -> Any:
     """Import a schema package; missing: skip (with the reason), or fail in CI."""
-    try:
-        return __import__(module)
-    except ImportError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{module} is a test dependency (pyproject [test]): {exc}")
-        pytest.skip(f"{module} not installed: {exc}")
+    return require_module(module)
 
 
 def validate_core(manifest: dict[str, Any]) -> None:
@@ -88,9 +82,7 @@ def strict(schema: Any) -> Any:
 def dask_cluster_crd_schema() -> dict[str, Any]:
     spec = importlib.util.find_spec("dask_kubernetes")
     if spec is None or not spec.submodule_search_locations:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("dask-kubernetes is a test dependency (pyproject [test])")
-        pytest.skip("dask-kubernetes not installed (it ships the DaskCluster CRD)")
+        unavailable("dask-kubernetes", "it ships the DaskCluster CRD (pyproject [test])")
     package = Path(next(iter(spec.submodule_search_locations)))
     crd_file = package / "operator/deployment/helm/dask-kubernetes-operator/crds/daskcluster.yaml"
     crd = yaml.safe_load(crd_file.read_text())

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
-
 from otel_spans.analysis.model import DaskSpan, TaskRun, ThreadInterval, Workflow
 from otel_spans.analysis.workflow import analyse
 from otel_spans.report.html import render
+from tests.requirements import require_file
 from tests.test_analysis import GOLDEN_PATH, W1, at, golden_workflow
 from tests.test_chrome import SPANS
 
@@ -288,8 +287,8 @@ def chromium_dump(page: Path, tmp_path: Path) -> tuple[str, str]:
     return result.stdout, result.stderr
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
 def test_chromium_loads_the_report_without_errors(tmp_path: Path) -> None:
+    require_file(CHROMIUM, "Debian's chromium opens the report headless")
     page = tmp_path / "report.html"
     page.write_text(page_of(*golden()).replace("</body>", _DRIVER), encoding="utf-8")
     dom, log = chromium_dump(page, tmp_path)
@@ -304,8 +303,8 @@ def test_chromium_loads_the_report_without_errors(tmp_path: Path) -> None:
     assert {"pipeline", "prepare", "features", "feature_a", "model"} <= labels
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium")
 def test_chromium_shows_hostile_names_as_text(tmp_path: Path) -> None:
+    require_file(CHROMIUM, "Debian's chromium opens the report headless")
     page = tmp_path / "hostile.html"
     page.write_text(page_of(*hostile()), encoding="utf-8")
     dom, log = chromium_dump(page, tmp_path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
 import threading
 import time
 import urllib.request
@@ -45,6 +46,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from tests.requirements import require_module
 from tests.servers.fixtures import PrometheusFactory
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.ports import free_port, wait_for_port, wait_until
@@ -58,7 +60,7 @@ from tests.servers.prometheus import (
     promtool_check_metrics,
     sample_value,
 )
-from tests.servers.rotel import RotelCollector
+from tests.servers.rotel import ROTEL_AGENT_VERSION, RotelCollector, rotel_binary
 
 Transport = Literal["grpc", "http"]
 RESOURCE = Resource.create({"service.name": "otel-spans-test", "deployment.environment": "ci"})
@@ -301,7 +303,7 @@ def test_receiver_restarts_on_the_same_ports(otlp_receiver: OtlpReceiver) -> Non
 
 
 def test_mutual_tls_on_both_transports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("cryptography")
+    require_module("cryptography")
     # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override
     # Session.verify, i.e. the HTTP exporter's certificate_file (psf/requests
     # #3829); with either set, our test CA would be silently ignored.
@@ -437,25 +439,27 @@ def test_prometheus_scrapes_and_answers_promql(
         assert exemplar["labels"] == {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}
 
 
-def test_prometheus_otlp_push(prometheus: PrometheusFactory) -> None:
-    """Pushes over OTLP where this Prometheus can take it; says so clearly where not.
-
-    Debian's 2.42 has no OTLP receiver (2.47+ does); deploy/ runs Prometheus 3, and the
-    scrape path is what the metrics tests use here.
-    """
+def test_the_prometheus_wrapper_knows_whether_it_takes_otlp(
+    prometheus: PrometheusFactory,
+) -> None:
+    """Debian's Prometheus has its OTLP receiver patched out (deploy/ runs Prometheus 3,
+    which has one): the wrapper says which, from the binary's own flags, and where there
+    is a receiver a push arrives. The OTLP metrics path is proven against a real OTLP
+    backend in tests/test_victoriametrics.py."""
     caps = prometheus_capabilities()
     prom = prometheus()
     if caps.otlp_flags is None:
         with pytest.raises(OtlpUnsupportedError):
             prom.otlp_endpoint  # noqa: B018
-        return
-    exporter: MetricExporter = HttpMetricExporter(endpoint=f"{prom.otlp_endpoint}/v1/metrics")
-    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
-    meters = MeterProvider(metric_readers=[reader], resource=RESOURCE)
-    meters.get_meter("m").create_counter("otel_spans_pushed").add(9, {"k": "v"})
-    meters.shutdown()
-    (result,) = prom.wait_for_query('{__name__=~"otel_spans_pushed.*"}')
-    assert sample_value(result) == 9
+    else:
+        endpoint = f"{prom.otlp_endpoint}/v1/metrics"
+        exporter: MetricExporter = HttpMetricExporter(endpoint=endpoint)
+        reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
+        meters = MeterProvider(metric_readers=[reader], resource=RESOURCE)
+        meters.get_meter("m").create_counter("otel_spans_pushed").add(9, {"k": "v"})
+        meters.shutdown()
+        (result,) = prom.wait_for_query('{__name__=~"otel_spans_pushed.*"}')
+        assert sample_value(result) == 9
 
 
 def test_promtool_checks(tmp_path: Path) -> None:
@@ -475,3 +479,12 @@ def test_promtool_checks(tmp_path: Path) -> None:
     assert ok, output
     ok, output = promtool_check_metrics("# HELP bad A counter.\n# TYPE bad counter\nbad 1\n")
     assert not ok and "_total" in output
+
+
+def test_rotel_is_the_version_the_wrapper_was_written_for() -> None:
+    """tests/servers/rotel.py works around one agent version's quirks (ports, URLs,
+    logging, back-off); another version must be looked at before it is trusted."""
+    out = subprocess.run(
+        [rotel_binary(), "--version"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    assert out.split() == ["rotel", ROTEL_AGENT_VERSION], out

@@ -6,7 +6,8 @@ delays, the collector being killed mid-run, restarts on the same ports.  rotel
 (a small Rust collector shipped as a PyPI wheel) starts in ~50 ms, so tests
 can afford a fresh one per test.
 
-rotel CLI quirks this wrapper hides (rotel-agent 0.0.1-alpha10):
+rotel CLI quirks this wrapper hides (rotel-agent 0.0.1-alpha10, in the rotel 0.0.1a15
+wheel the test extra pins; ``tests/test_servers.py`` fails on any other agent version):
 
 * Port 0 is not supported (the agent panics), so ports come from
   :func:`~tests.servers.ports.free_port`.
@@ -33,7 +34,10 @@ from typing import IO, Literal
 from .ports import LOOPBACK, free_port, port_open, wait_until
 from .process import ServerProcess
 
-__all__ = ["RotelCollector", "rotel_binary"]
+__all__ = ["ROTEL_AGENT_VERSION", "RotelCollector", "rotel_binary"]
+
+#: The agent version the quirks above were written for.
+ROTEL_AGENT_VERSION = "0.0.1-alpha10"
 
 
 def rotel_binary() -> str:

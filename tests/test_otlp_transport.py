@@ -107,7 +107,7 @@ def test_retryable_answers_are_retried_until_accepted(
     receiver.set_mode("unavailable")
     sender = sender_for(target(receiver, protocol))
     result: list[bool] = []
-    thread = threading.Thread(target=lambda: result.append(sender.send(request())))
+    thread = threading.Thread(target=lambda: result.append(bool(sender.send(request()))))
     thread.start()
     try:
         receiver.wait_for_attempts("traces", 2)
@@ -151,7 +151,7 @@ def test_shutdown_aborts_the_back_off(receiver: OtlpReceiver, protocol: str) -> 
     receiver.set_mode("unavailable")
     sender = sender_for(target(receiver, protocol, timeout=60.0))
     result: list[bool] = []
-    thread = threading.Thread(target=lambda: result.append(sender.send(request())))
+    thread = threading.Thread(target=lambda: result.append(bool(sender.send(request()))))
     thread.start()
     receiver.wait_for_attempts("traces", 2)  # now in a 2 s back-off
     stopped = time.monotonic()

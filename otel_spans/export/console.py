@@ -29,6 +29,8 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_spans.export.outcome import ACCEPTED, Sent
+
 _REQUESTS: dict[str, type[Message]] = {
     "traces": ExportTraceServiceRequest,
     "logs": ExportLogsServiceRequest,
@@ -43,14 +45,14 @@ class ConsoleSender:
         self._out = out
         self._lock = threading.Lock()
 
-    def send(self, request: bytes) -> bool:
+    def send(self, request: bytes) -> Sent:
         message = self._request_type.FromString(request)
         line = json_format.MessageToJson(message, indent=None)
         out = self._out or sys.stdout  # read at send time: tests and daemons swap it
         with self._lock:
             out.write(line + "\n")
             out.flush()
-        return True
+        return ACCEPTED
 
     def shutdown(self) -> None:
         pass
@@ -63,10 +65,10 @@ class TeeSender:
         self._primary = primary
         self._console = console
 
-    def send(self, request: bytes) -> bool:
+    def send(self, request: bytes) -> Sent:
         self._console.send(request)
-        ok: bool = self._primary.send(request)
-        return ok
+        sent: Sent = self._primary.send(request)
+        return sent
 
     def shutdown(self) -> None:
         self._primary.shutdown()

@@ -30,6 +30,8 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
+
 logger = logging.getLogger("otel_spans")
 
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
@@ -139,13 +141,13 @@ class FileSender:
         self.writer = writer
         self._request_type = _request_type(signal)
 
-    def send(self, request: bytes) -> bool:
+    def send(self, request: bytes) -> Sent:
         try:
             self.writer.write(self._request_type.FromString(request))
         except OSError:
             logger.exception("otel-spans: cannot write %s", self.writer.path)
-            return False
-        return True
+            return REFUSED
+        return ACCEPTED
 
     def shutdown(self) -> None:
         pass

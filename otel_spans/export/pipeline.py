@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Generic, TypeVar
 
+from otel_spans.export.outcome import Delivery
 from otel_spans.throttle import Throttle
 
 logger = logging.getLogger("otel_spans")
@@ -39,6 +40,11 @@ class PipelineStats:
     dropped: int
     #: Handed to the exporter, which gave up (collector down, timeout, refused).
     failed: int
+    #: Items (spans, log records) of accepted requests the backend rejected (OTLP
+    #: partial success); counted in the backend's unit, not in records.
+    rejected: int
+    #: Records that alone made a request larger than the backend takes: never sent.
+    too_large: int
     #: Still queued, or being sent, when shutdown's deadline passed.
     unsent: int
     queued: int
@@ -47,7 +53,8 @@ class PipelineStats:
 
     @property
     def lost(self) -> int:
-        return self.dropped + self.failed + self.unsent
+        """Records that never reached the backend (``rejected`` items did reach it)."""
+        return self.dropped + self.failed + self.too_large + self.unsent
 
     def as_dict(self) -> dict[str, int | str]:
         return {**asdict(self), "lost": self.lost}
@@ -57,7 +64,8 @@ class ExportPipeline(Generic[R]):
     """A bounded queue of records and the thread that sends them in batches.
 
     ``send`` turns a batch of records into signals and exports them; it runs only on
-    the pipeline's own thread and returns whether the backend accepted the batch.
+    the pipeline's own thread and returns whether the backend accepted the batch, or
+    a :class:`~otel_spans.export.outcome.Delivery` that says it record by record.
     ``stop`` aborts what ``send`` is doing (e.g. the exporter's retry back-off) and is
     called once at close.
 
@@ -70,7 +78,7 @@ class ExportPipeline(Generic[R]):
     def __init__(
         self,
         signal: str,
-        send: Callable[[list[R]], bool],
+        send: Callable[[list[R]], bool | Delivery],
         stop: Callable[[], object],
         *,
         queue_size: int,
@@ -90,6 +98,7 @@ class ExportPipeline(Generic[R]):
         self._abandoned = False
         self._submitted = self._dropped = 0  # written by the producer only
         self._exported = self._failed = self._sending = 0  # by the exporter thread only
+        self._rejected = self._too_large = 0  # by the exporter thread only
         self._unsent = 0  # by close() only
         self._drop_warnings = Throttle(_WARN_EVERY)
         self._thread = threading.Thread(
@@ -128,6 +137,8 @@ class ExportPipeline(Generic[R]):
             exported=self._exported,
             dropped=self._dropped,
             failed=self._failed,
+            rejected=self._rejected,
+            too_large=self._too_large,
             unsent=self._unsent,
             queued=len(self._items),
             sending=self._sending,
@@ -155,18 +166,20 @@ class ExportPipeline(Generic[R]):
                     return
                 continue
             try:
-                ok = self._send(batch)
+                result = self._send(batch)
             except Exception:
                 logger.exception("otel-spans: exporting %d %s failed", len(batch), self.signal)
-                ok = False
+                result = False
+            if isinstance(result, bool):
+                result = Delivery(len(batch)) if result else Delivery(0, len(batch))
             with self._lock:
                 if self._abandoned:
                     return  # close() already counted this batch as unsent
                 self._sending = 0
-                if ok:
-                    self._exported += len(batch)
-                else:
-                    self._failed += len(batch)
+                self._exported += result.exported
+                self._failed += result.failed
+                self._rejected += result.rejected
+                self._too_large += result.too_large
 
     # -- shutdown -----------------------------------------------------------------------
     def close(self, timeout: float) -> PipelineStats:
@@ -188,12 +201,14 @@ class ExportPipeline(Generic[R]):
         stats = self.stats()
         if stats.lost:
             logger.warning(
-                "otel-spans: %s: %d records never reached the backend "
-                "(%d dropped on a full queue, %d failed to export, %d unsent at shutdown)",
+                "otel-spans: %s: %d records never reached the backend (%d dropped on a "
+                "full queue, %d failed to export, %d too large to send, %d unsent at "
+                "shutdown)",
                 self.signal,
                 stats.lost,
                 stats.dropped,
                 stats.failed,
+                stats.too_large,
                 stats.unsent,
             )
         return stats

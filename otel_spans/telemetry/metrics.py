@@ -44,6 +44,10 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     (semconv.M_CLUSTER_COUNT, semconv.UNIT_ONE, "Worker events, whole cluster"),
 )
 
+#: ``otel_spans.outcome`` values of ``otel_spans.records`` (see the export pipeline's
+#: counters: ``rejected`` counts items a collector's partial success rejected).
+OUTCOMES = ("submitted", "exported", "dropped", "failed", "rejected", "too_large", "unsent")
+
 EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
@@ -185,7 +189,7 @@ class Instruments:
             for signal, counters in self_stats().items():
                 if not isinstance(counters, Mapping):
                     continue
-                for outcome in ("submitted", "exported", "dropped", "failed", "unsent"):
+                for outcome in OUTCOMES:
                     attrs = {semconv.ATTR_SIGNAL: signal, semconv.ATTR_OUTCOME: outcome}
                     out.append(Observation(counters.get(outcome, 0), attrs))
             return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -18,6 +18,7 @@ from opentelemetry.sdk.metrics.view import View
 from otel_spans import semconv
 from otel_spans.config import Settings
 from otel_spans.export import wire
+from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.export.prometheus import PrometheusEndpoint
 from otel_spans.export.resource import build_resource
@@ -88,7 +89,7 @@ class Signals:
         encoder = self._request_encoder()
         limits = settings.record_limits
 
-        def send_spans(batch: list[TraceRecord]) -> bool:
+        def encode_spans(batch: Sequence[TraceRecord]) -> bytes:
             spans = []
             for record in batch:
                 if isinstance(record, SpanRecord):
@@ -101,7 +102,10 @@ class Signals:
                     task = self._build(record)
                     if task is not None:
                         spans.extend(traces.task_spans(task, limits=limits))
-            return self._trace_sender.send(encoder.request(spans))
+            return encoder.request(spans)
+
+        def send_spans(batch: list[TraceRecord]) -> Delivery:
+            return deliver(batch, encode_spans, self._trace_sender.send)
 
         self.spans: ExportPipeline[TraceRecord] = ExportPipeline(
             "traces",
@@ -135,9 +139,11 @@ class Signals:
         encoder = self._request_encoder()
         limits = self.settings.record_limits
 
-        def send_logs(batch: list[LogEntry]) -> bool:
-            records = [logs.log_record(entry, limits) for entry in batch]
-            return self._log_sender.send(encoder.request(records))
+        def encode_logs(batch: Sequence[LogEntry]) -> bytes:
+            return encoder.request([logs.log_record(entry, limits) for entry in batch])
+
+        def send_logs(batch: list[LogEntry]) -> Delivery:
+            return deliver(batch, encode_logs, self._log_sender.send)
 
         self.logs: ExportPipeline[LogEntry] = ExportPipeline(
             "logs",

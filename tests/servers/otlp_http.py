@@ -12,12 +12,14 @@ which needs control over each socket.  Decisions about *what* to answer
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import gzip
 import select
 import socket
 import ssl
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,7 +31,6 @@ from google.rpc import code_pb2, status_pb2
 
 from .otlp_views import (
     REQUEST_TYPES,
-    RESPONSE_TYPES,
     HeaderValue,
     ReceivedRequest,
     Signal,
@@ -39,7 +40,9 @@ from .otlp_views import (
 __all__ = ["HTTP_PATHS", "ExportSink", "Mode", "OtlpHttpServer", "status_body"]
 
 #: Answering modes, see :meth:`OtlpReceiver.set_mode`.
-Mode = Literal["ok", "unavailable", "reject", "hang"]
+Mode = Literal["ok", "unavailable", "reject", "hang", "throttle", "redirect", "drop_once"]
+#: Seconds a "throttle" answer asks the client to wait (gRPC RetryInfo, HTTP Retry-After).
+THROTTLE_SECONDS = 2
 
 HTTP_PATHS: dict[str, Signal] = {
     "/v1/traces": "traces",
@@ -58,6 +61,12 @@ class ExportSink(Protocol):
     def _await_mode(self, client_alive: Callable[[], bool]) -> Mode | None: ...
 
     def _record(self, rec: ReceivedRequest) -> None: ...
+
+    def _response(self, signal: Signal, request: Message) -> Message: ...
+
+    def _max_recv(self) -> int: ...
+
+    def set_mode(self, mode: Mode) -> None: ...
 
 
 def status_body(code: int, message: str) -> bytes:
@@ -175,6 +184,13 @@ class _OtlpHttpHandler(BaseHTTPRequestHandler):
         if signal is None:
             self._send(404, b"unknown OTLP path", "text/plain")
             return
+        if len(body) > receiver._max_recv():
+            self._send(
+                413,
+                status_body(code_pb2.RESOURCE_EXHAUSTED, f"request of {len(body)} bytes too large"),
+                "application/x-protobuf",
+            )
+            return
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         try:
             if encoding == "gzip":
@@ -231,9 +247,31 @@ class _OtlpHttpHandler(BaseHTTPRequestHandler):
                 "application/x-protobuf",
             )
             return
+        if mode == "throttle":
+            # Retry-After as an HTTP date (the form the seconds-only readers miss)
+            when = email.utils.formatdate(time.time() + THROTTLE_SECONDS, usegmt=True)
+            self.send_response(429)
+            self.send_header("Retry-After", when)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if mode == "redirect":
+            self.send_response(307)
+            self.send_header("Location", f"{self.path}/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if mode == "drop_once":
+            # As a server closing a kept-alive connection the moment a request arrives:
+            # no answer at all; the next request is answered normally.
+            receiver.set_mode("ok")
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
         receiver._record(ReceivedRequest(signal, "http", request, headers))
         if ctype == "application/json":
             self._send(200, b"{}", "application/json")
         else:
-            response = RESPONSE_TYPES[signal]().SerializeToString()
+            response = receiver._response(signal, request).SerializeToString()
             self._send(200, response, "application/x-protobuf")

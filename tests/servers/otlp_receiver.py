@@ -28,12 +28,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf import any_pb2
 from google.protobuf.message import Message
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
-from .otlp_http import Mode, OtlpHttpServer
+from .otlp_http import THROTTLE_SECONDS, Mode, OtlpHttpServer
 from .otlp_views import (
     RESPONSE_TYPES,
     HeaderValue,
@@ -66,7 +68,15 @@ __all__ = [
 ]
 
 SIGNALS: tuple[Signal, ...] = ("traces", "metrics", "logs")
-_MODES: frozenset[str] = frozenset({"ok", "unavailable", "reject", "hang"})
+_MODES: frozenset[str] = frozenset(
+    {"ok", "unavailable", "reject", "hang", "throttle", "redirect", "drop_once"}
+)
+#: The partial-success field of each signal's response.
+_REJECTED_FIELDS: dict[Signal, str] = {
+    "traces": "rejected_spans",
+    "metrics": "rejected_data_points",
+    "logs": "rejected_log_records",
+}
 
 # How often a request parked in "hang" mode re-checks whether its client went
 # away or the receiver is stopping.  Small enough that stop() is prompt.
@@ -152,7 +162,7 @@ class OtlpReceiver:
         self._client_ca = client_ca
         self._grpc_port = grpc_port
         self._http_port = http_port
-        self._max_recv = max_receive_message_length
+        self._max_recv_bytes = max_receive_message_length
 
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -161,6 +171,9 @@ class OtlpReceiver:
         self._records: list[ReceivedRequest] = []
         self._attempts: dict[Signal, int] = dict.fromkeys(SIGNALS, 0)
         self._errors: list[str] = []
+        #: When set, accepted requests are answered with this partial success:
+        #: (items rejected, message).
+        self.partial: tuple[int, str] | None = None
 
         self._grpc_server: Any = None
         self._http_server: OtlpHttpServer | None = None
@@ -229,7 +242,7 @@ class OtlpReceiver:
                 # A port collision must fail loudly, not load-balance
                 # silently between two servers (grpc's default!).
                 ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", self._max_recv),
+                ("grpc.max_receive_message_length", self._max_recv_bytes),
             ],
         )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
@@ -337,6 +350,11 @@ class OtlpReceiver:
           the OTLP spec, so exporters back off and retry.
         * ``"reject"``: gRPC ``INVALID_ARGUMENT`` / HTTP 400 -- permanent,
           exporters must drop the batch without retrying.
+        * ``"throttle"``: gRPC ``RESOURCE_EXHAUSTED`` with a ``RetryInfo`` / HTTP 429
+          with ``Retry-After`` as an HTTP date, both asking for ``THROTTLE_SECONDS``.
+        * ``"redirect"``: HTTP 307 to another path (gRPC: answered as ``"ok"``).
+        * ``"drop_once"``: HTTP: close the connection without answering, once, then
+          back to ``"ok"`` (a server closing a kept-alive connection); gRPC: ``"ok"``.
         * ``"hang"``: accept the request and never answer until the mode
           changes or the receiver stops, so client timeouts fire.  A parked
           request whose client has gone away is discarded, not recorded;
@@ -388,8 +406,32 @@ class OtlpReceiver:
             context.abort(grpc.StatusCode.UNAVAILABLE, "receiver unavailable")
         if mode == "reject":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "receiver rejects")
+        if mode == "throttle":
+            retry = error_details_pb2.RetryInfo()
+            retry.retry_delay.seconds = THROTTLE_SECONDS
+            detail = any_pb2.Any()
+            detail.Pack(retry)
+            status = status_pb2.Status(
+                code=code_pb2.RESOURCE_EXHAUSTED, message="receiver throttles", details=[detail]
+            )
+            context.set_trailing_metadata(
+                (("grpc-status-details-bin", status.SerializeToString()),)
+            )
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "receiver throttles")
         self._record(ReceivedRequest(signal, "grpc", request, headers))
-        return RESPONSE_TYPES[signal]()
+        return self._response(signal, request)
+
+    def _response(self, signal: Signal, request: Message) -> Message:
+        """The success answer, with the partial success set by :attr:`partial`."""
+        response = RESPONSE_TYPES[signal]()
+        if self.partial is not None:
+            rejected, message = self.partial
+            setattr(response.partial_success, _REJECTED_FIELDS[signal], rejected)
+            response.partial_success.error_message = message
+        return response
+
+    def _max_recv(self) -> int:
+        return self._max_recv_bytes
 
     # -- accessors ---------------------------------------------------------
 

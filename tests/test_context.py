@@ -551,6 +551,16 @@ def test_spans_started_in_tasks_on_worker_processes_are_children_of_the_task_spa
                 assert by_id[s.parent_span_id].name == f"{label}/a"
             else:
                 assert s.parent_span_id == task_span(sub[label], s.attributes["test.key"]), label
+    # ...and the scheduler exported every task span they hang under: the sampler keeps a
+    # task whose code started spans ("children"), however short it ran
+    parents = {s.parent_span_id for s in spans if not s.name.endswith("/child")}
+    exported = otlp_receiver.wait_for_spans(
+        lambda s: s.span_id in parents and s.scope_name == "otel_spans",
+        count=len(parents),
+        timeout=30,
+    )
+    assert {s.span_id for s in exported} == parents
+    assert {s.attributes["dask.task.sampled_because"] for s in exported} == {"children"}
     # the task span's count of children goes back to the scheduler in the task's metadata
     assert seen["metadata"]["submit-1"] == {METADATA_CHILDREN: 2}
     assert METADATA_CHILDREN not in seen["metadata"].get("outer-1", {})

@@ -114,11 +114,17 @@ class MetricsReader:
         output = {("output", p): float(n) for p, n in track.output.items()}
         for (_, prefix), value in snapshots.growth(output, reported):
             out.append(CounterDelta(semconv.M_SPAN_OUTPUT, tags, ((_PREFIX, str(prefix)),), value))
-        if track.is_root and span.id in self._tracker.open:
+        if track.is_root and track.live_cpu and span.id in self._tracker.open:
             # Dask computes active_cpu_seconds by walking the span's whole subtree
             # (O(subtree x depth)): live growth for running workflows (roots) only;
-            # every span's value is completed when it is exported.
-            out.extend(snapshots.cpu_delta(tags, reported, span.active_cpu_seconds))
+            # every span's value is completed when it is exported. A workflow so large
+            # that one read outlasts a slice (thousands of sub-spans) is read live
+            # once, then only at its export.
+            started = _time.perf_counter()
+            cpu = span.active_cpu_seconds
+            if _time.perf_counter() - started > LOOP_BUDGET:
+                track.live_cpu = False
+            out.extend(snapshots.cpu_delta(tags, reported, cpu))
         return out
 
     @staticmethod

@@ -67,6 +67,9 @@ class TrackedSpan:
     finished: dict[tuple[str, str], int] = field(default_factory=dict)
     #: prefix -> bytes of outputs produced.
     output: dict[str, int] = field(default_factory=dict)
+    #: Whether the metrics read this root's CPU while it runs (False once one read
+    #: took longer than a loop slice: then only at its export).
+    live_cpu: bool = True
     #: Cumulative values already handed over as counter deltas, by metric key.
     reported: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
 
@@ -232,8 +235,15 @@ class SpanTracker:
         if ext is None:
             return
         now = time()
+        deadline = _time.perf_counter() + LOOP_BUDGET
         if len(ext.spans) > self._discovered:
-            for span in islice(ext.spans.values(), self._discovered, None):
+            for index, span in enumerate(islice(ext.spans.values(), self._discovered, None)):
+                if index and not final and _time.perf_counter() > deadline:
+                    # Thousands of new spans at once: the rest in a moment. Done-ness
+                    # waits until every span is known, since a child not yet tracked
+                    # would count as exported.
+                    self._resume_poll.soon()
+                    return
                 self._discovered += 1
                 self._track(span)
                 self._changed.add(span.id)
@@ -261,7 +271,6 @@ class SpanTracker:
         done: dict[str, bool] = {}
 
         linger = self._settings.traces.linger
-        deadline = _time.perf_counter() + LOOP_BUDGET
         # What the last poll had no time for goes first, so that every span gets its
         # turn however many others keep changing.
         pending = [s for s in self._deferred if s in candidates]
@@ -423,11 +432,17 @@ class SpanTracker:
             if full and not continuation
             else ()
         )
+        # Dask computes each of these by walking the whole subtree (a root with 5,000
+        # sub-spans: tens of ms each): read once per export.
+        active_cpu_seconds = span.active_cpu_seconds
         extra: tuple[tuple[str, Any], ...] = ()
         if track.is_root and done:
-            extra = workflow.analysis_attributes(span)
+            intervals = span.nthreads_intervals
+            extra = workflow.analysis_attributes(
+                span, stop=stop, intervals=intervals, active_cpu_seconds=active_cpu_seconds
+            )
             if full:
-                events += workflow.nthreads_events(span)
+                events += workflow.nthreads_events(intervals)
         return SpanRecord(
             uuid=span.id,
             tags=track.tags,
@@ -446,7 +461,7 @@ class SpanTracker:
             task_groups=len(groups),
             nbytes=sum(tg.nbytes_total for tg in groups),
             task_duration=sum(tg.duration for tg in groups),
-            active_cpu_seconds=span.active_cpu_seconds,
+            active_cpu_seconds=active_cpu_seconds,
             code=snapshots.code_snippets(span, settings.capture.code, settings.code_snippet_length)
             if full
             else (),

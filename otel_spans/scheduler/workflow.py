@@ -27,8 +27,16 @@ MAX_BOTTLENECKS = 5
 MAX_NTHREADS_EVENTS = 256
 
 
-def group_workflow(root: Span) -> Workflow:
-    """The workflow of ``root``'s tree with each task group as one step."""
+#: ``Span.nthreads_intervals``: (start, stop, threads) of the cluster while a span ran.
+Intervals = list[tuple[float, float, int]]
+
+
+def group_workflow(root: Span, stop: float, intervals: Intervals) -> Workflow:
+    """The workflow of ``root``'s tree with each task group as one step.
+
+    ``stop`` and ``intervals`` are the root's ``Span.stop`` and ``nthreads_intervals``,
+    read once by the caller: Dask computes each by walking the whole subtree.
+    """
     groups = [tg for tg in root.traverse_groups() if tg.start and tg.stop]
     names = {id(tg): f"{tg.name}" for tg in groups}
     steps = [
@@ -45,28 +53,31 @@ def group_workflow(root: Span) -> Workflow:
         for tg in groups
     ]
     threads = tuple(
-        ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in root.nthreads_intervals
+        ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals
     )
     return Workflow(
         name="/".join(str(t) for t in root.name),
         start_ns=ns(root.enqueued),
-        end_ns=ns(max(root.stop, root.enqueued)),
+        end_ns=ns(max(stop, root.enqueued)),
         tasks=tuple(steps),
         threads=threads,
     )
 
 
-def analysis_attributes(root: Span) -> tuple[tuple[str, AttrValue], ...]:
-    """Critical path, efficiency and bottlenecks of a finished root, as span attributes."""
+def analysis_attributes(
+    root: Span, *, stop: float, intervals: Intervals, active_cpu_seconds: float
+) -> tuple[tuple[str, AttrValue], ...]:
+    """Critical path, efficiency and bottlenecks of a finished root, as span attributes
+    (``stop``, ``intervals``, ``active_cpu_seconds``: the root's own, read once)."""
     compute_by_prefix: dict[str, float] = {}
     for tg in root.traverse_groups():
         compute = tg.all_durations.get("compute", 0.0)
         if compute:
             compute_by_prefix[tg.prefix.name] = compute_by_prefix.get(tg.prefix.name, 0.0) + compute
     sequential = sum(compute_by_prefix.values())
-    wall = max(root.stop - root.enqueued, 0.0)
-    available = root.active_cpu_seconds
-    path = critical_path(group_workflow(root))
+    wall = max(stop - root.enqueued, 0.0)
+    available = active_cpu_seconds
+    path = critical_path(group_workflow(root, stop, intervals))
     attrs: list[tuple[str, AttrValue]] = [
         (semconv.WORKFLOW_SEQUENTIAL_TIME, sequential),
         (semconv.WORKFLOW_CRITICAL_PATH, tuple(step.task.key for step in path.steps)),
@@ -84,11 +95,11 @@ def analysis_attributes(root: Span) -> tuple[tuple[str, AttrValue], ...]:
     return tuple(attrs)
 
 
-def nthreads_events(root: Span) -> tuple[EventRecord, ...]:
+def nthreads_events(intervals: Intervals) -> tuple[EventRecord, ...]:
     """One event per change of the cluster's thread count while the root ran."""
     events = []
     last = None
-    for t0, _, n in root.nthreads_intervals:
+    for t0, _, n in intervals:
         if n != last:
             events.append(
                 EventRecord(semconv.EVENT_NTHREADS, ns(t0), ((semconv.DASK_NTHREADS, n),))

@@ -16,7 +16,7 @@ def test_never_more_than_the_limit_and_admitted_values_stay(values: list[str], l
     out = [limiter(v) for v in values]
     admitted = set(out) - {limiter.overflow_value}
     assert len(admitted) <= limit
-    assert admitted == set(dict.fromkeys(values[: len(values)]).keys()) & admitted
+    assert admitted <= set(values)  # nothing invented
     first = list(dict.fromkeys(values))[:limit]
     assert admitted == set(first)
     assert limiter.overflowed == sum(1 for v in values if v not in first)

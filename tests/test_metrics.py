@@ -13,6 +13,7 @@ import dask.array as da
 import pytest
 from distributed import Scheduler, span
 
+from otel_spans import ids
 from tests.cluster import Cluster, await_until, cluster_test, process_cluster, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedMetricPoint, flatten_metrics
@@ -115,8 +116,12 @@ async def test_otlp_metrics_equal_the_schedulers_span_metrics(otlp_receiver: Otl
     duration = [p for p in otlp_receiver.metrics() if p.name == "dask.task.duration"]
     assert duration and duration[-1].kind == "histogram"
     assert any(p.exemplars for p in duration)
-    exemplar = next(e for p in duration for e in p.exemplars)
-    assert len(exemplar["trace_id"]) == 32
+    # every exemplar points at a task span of this workflow's trace (the root's id)
+    workflow_trace = f"{ids.workflow_trace_id(root.id):032x}"
+    exemplars = [e for p in duration for e in p.exemplars]
+    assert {e["trace_id"] for e in exemplars} == {workflow_trace}
+    task_span_ids = {s.span_id for s in otlp_receiver.spans() if "dask.task.key" in s.attributes}
+    assert {e["span_id"] for e in exemplars} <= task_span_ids
     cpu = [p for p in otlp_receiver.metrics() if p.name == "dask.span.cpu.available"]
     assert cpu and all(p.value > 0 for p in cpu)
     # high-cardinality ids never become metric attributes
@@ -292,13 +297,17 @@ def test_metrics_through_rotel_with_http(
     with process_cluster(config, n_workers=1) as (_cluster, client):
         with span("through rotel"):
             assert client.submit(sum, [1, 2]).result() == 3
-        otlp_receiver.wait_for_metrics(
+        (point, *_) = otlp_receiver.wait_for_metrics(
             lambda p: (
                 p.name == "dask.span.tasks"
                 and p.attributes.get("dask.span.name") == "through rotel"
             ),
             timeout=30,
         )
+    # the workload's one task, finished in memory, through rotel over HTTP
+    assert point.value == 1
+    assert point.attributes["dask.task.state"] == "memory"
+    assert point.attributes["dask.task.prefix"] == "sum"
 
 
 @cluster_test(60)

@@ -22,6 +22,8 @@ from otel_spans.context import (
     format_traceparent,
     parse_traceparent,
     span,
+    trace_id,
+    trace_url,
 )
 from otel_spans.preload import dask_setup, dask_teardown
 from otel_spans.scheduler.plugin import OtelSpansPlugin
@@ -44,6 +46,8 @@ __all__ = [
     "format_traceparent",
     "parse_traceparent",
     "span",
+    "trace_id",
+    "trace_url",
 ]
 __version__ = "0.1.0"
 

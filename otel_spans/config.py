@@ -223,6 +223,8 @@ class Settings:
     enabled: bool
     service_name: str | None
     cluster_name: str | None
+    #: A template with {trace_id} (and optionally {span_id}) linking to a trace.
+    trace_url: str | None
     resource_attributes: Mapping[str, str]
     queue_size: int
     batch_size: int
@@ -536,6 +538,7 @@ class _Resolver:
             enabled=enabled,
             service_name=self.layered("service-name", self.text, None),
             cluster_name=self.optional_str("cluster-name"),
+            trace_url=self.trace_url_template(),
             resource_attributes=self.string_map(
                 "resource-attributes", self.get("resource-attributes") or {}
             ),
@@ -573,6 +576,19 @@ class _Resolver:
                 links=self.layered("max-links", self.count, _DEFAULT_COUNT_LIMIT),
             ),
         )
+
+    def trace_url_template(self) -> str | None:
+        template = self.optional_str("trace-url")
+        if template is None:
+            return None
+        allowed = "a URL template with {trace_id} (and optionally {span_id})"
+        if "{trace_id}" not in template:
+            raise self.fail("trace-url", template, allowed)
+        try:
+            format_trace_url(template, 1, 1)
+        except (KeyError, IndexError, ValueError):
+            raise self.fail("trace-url", template, allowed) from None
+        return template
 
     def capture(self) -> CaptureSettings:
         return CaptureSettings(
@@ -821,6 +837,16 @@ class _Resolver:
                 url = url.rstrip("/") + f"/v1/{signal}"
             return url
         return None
+
+
+def trace_url_template(value: Any) -> str | None:
+    """Validate an ``otel-spans.trace-url`` value (ConfigError naming it when bad)."""
+    return _Resolver({"trace-url": value}, {}).trace_url_template()
+
+
+def format_trace_url(template: str, trace_id: int, span_id: int) -> str:
+    """``otel-spans.trace-url`` filled in with W3C-format (lowercase hex) ids."""
+    return template.format(trace_id=f"{trace_id:032x}", span_id=f"{span_id:016x}")
 
 
 def check_keys(overrides: Mapping[str, Any]) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import dask.config
 from dask.base import annotate, get_annotations
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -36,7 +37,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_spans import ids, semconv
-from otel_spans.config import caller_link_default
+from otel_spans.config import caller_link_default, format_trace_url, trace_url_template
 
 __all__ = [
     "CALLER_LINK_KEY",
@@ -302,7 +303,59 @@ def span(*tags: str, link: bool | None = None, traceparent: str | None = None) -
     from distributed import span as dask_span
 
     with annotate_context(traceparent, link), dask_span(*tags) as span_id:
+        tree = tree_trace(get_annotations())
+        if tree is not None:
+            _remember(span_id, tree[0], str(_span_ids(get_annotations())[0]))
         yield span_id
+
+
+# -- the trace of a workflow, known on the client at once --------------------------------
+#: Dask span id -> (trace id, root Dask span id) of spans opened here with :func:`span`,
+#: so that their trace is still known after the ``with`` block (bounded: newest kept).
+_OPENED: dict[str, tuple[int, str]] = {}
+_OPENED_MAX = 1024
+
+
+def _remember(span_id: str, trace_id: int, root_id: str) -> None:
+    _OPENED[span_id] = (trace_id, root_id)
+    while len(_OPENED) > _OPENED_MAX:
+        del _OPENED[next(iter(_OPENED))]
+
+
+def _trace_of(span_id: str | None) -> tuple[int, str] | None:
+    if span_id is not None and span_id in _OPENED:
+        return _OPENED[span_id]
+    annotations = get_annotations()
+    span_ids = _span_ids(annotations)
+    if span_ids and (span_id is None or span_id in span_ids):
+        tree = tree_trace(annotations)
+        if tree is not None:
+            return tree[0], str(span_ids[0])
+    if span_id is None:
+        return None
+    return ids.workflow_trace_id(span_id), span_id  # taken as a root's id
+
+
+def trace_id(span_id: str | None = None) -> str | None:
+    """The W3C trace id (32 lowercase hex) of a workflow, on the client, before it runs.
+
+    Without ``span_id``: the Dask span open here (inside :func:`span` or
+    ``distributed.span``); None outside any. With ``span_id``: a span opened here with
+    :func:`span` (remembered after its block), or else the id of a root Dask span.
+    The scheduler exports the workflow's spans in exactly that trace.
+    """
+    found = _trace_of(span_id)
+    return None if found is None else f"{found[0]:032x}"
+
+
+def trace_url(span_id: str | None = None) -> str | None:
+    """The workflow's trace link from ``otel-spans.trace-url`` (None when not set, or
+    outside any Dask span); see :func:`trace_id` for ``span_id``."""
+    template = trace_url_template(dask.config.get("otel-spans.trace-url", None))
+    found = _trace_of(span_id)
+    if template is None or found is None:
+        return None
+    return format_trace_url(template, found[0], ids.dask_span_id(found[1]))
 
 
 # -- logging ------------------------------------------------------------------------------

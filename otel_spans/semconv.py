@@ -171,6 +171,11 @@ DASK_EVENT_ACTION: Final = "dask.event.action"
 LOG_EVENT_NAME: Final = "dask.event"
 #: event_name of the log record emitted for each erred task.
 LOG_TASK_ERRED: Final = "dask.task.erred"
+#: Event name of the log record sent when a workflow (a root Dask span) starts: it
+#: carries the trace and span ids at once, long before the trace itself arrives.
+LOG_SPAN_STARTED: Final = "dask.span.started"
+#: Semantic-conventions attribute: the workflow's trace link (``otel-spans.trace-url``).
+URL_FULL: Final = "url.full"
 
 # -- workflow analysis (on root Dask spans, computed on the scheduler) --------------------
 WORKFLOW_EFFICIENCY: Final = "dask.workflow.efficiency"

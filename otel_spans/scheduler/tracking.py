@@ -20,6 +20,7 @@ OTel span, child of the first export, linked to the previous export, with its ow
 from __future__ import annotations
 
 import fnmatch
+import logging
 import time as _time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -29,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from distributed.metrics import time
 
 from otel_spans import ids, semconv
-from otel_spans.config import Settings
-from otel_spans.records import HistogramSample, LinkRecord, SpanRecord, ns
+from otel_spans.config import Settings, format_trace_url
+from otel_spans.records import HistogramSample, LinkRecord, LogEntry, SpanRecord, ns
 from otel_spans.scheduler import snapshots, workflow
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.sampling import Policy
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
     from distributed import Scheduler
     from distributed.scheduler import TaskState
     from distributed.spans import Span, SpansSchedulerExtension
+
+
+logger = logging.getLogger("otel_spans")
+_SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
 
 
 @dataclass(slots=True)
@@ -179,7 +184,39 @@ class SpanTracker:
             track = self.tracks[span.id] = TrackedSpan(identity=identity, is_root=root is span)
             self.open[span.id] = span
             self.live[span.id] = span
+            if root is span:
+                self._started(span, identity)
         return track
+
+    def _started(self, root: Span, identity: SpanIdentity) -> None:
+        """A workflow starts: its trace id leaves at once (a log record, and the link
+        in the scheduler's log), hours before its root span is exported."""
+        settings = self._settings
+        url = None
+        if settings.trace_url is not None:
+            url = format_trace_url(settings.trace_url, identity.trace_id, identity.otel_span_id)
+            logger.info("otel-spans: workflow %r started: %s", "/".join(identity.tags), url)
+        if not settings.logs.target.enabled:
+            return
+        attributes: tuple[tuple[str, Any], ...] = (
+            (semconv.DASK_SPAN_ID, root.id),
+            (semconv.DASK_SPAN_NAME, identity.tags),
+        )
+        if url is not None:
+            attributes += ((semconv.URL_FULL, url),)
+        self._signals.submit_log(
+            LogEntry(
+                time_ns=ns(root.enqueued),
+                severity_number=_SEVERITY_INFO,
+                severity_text="INFO",
+                body=f"workflow {'/'.join(identity.tags)!r} started, trace "
+                f"{identity.trace_id:032x}" + (f": {url}" if url else ""),
+                attributes=attributes,
+                event_name=semconv.LOG_SPAN_STARTED,
+                trace_id=identity.trace_id,
+                span_id=identity.otel_span_id,
+            )
+        )
 
     def _policy(self, tags: tuple[str, ...]) -> Policy:
         tasks = self._settings.traces.tasks

@@ -52,9 +52,7 @@ def group_workflow(root: Span, stop: float, intervals: Intervals) -> Workflow:
         )
         for tg in groups
     ]
-    threads = tuple(
-        ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals
-    )
+    threads = tuple(ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals)
     return Workflow(
         name="/".join(str(t) for t in root.name),
         start_ns=ns(root.enqueued),

@@ -70,13 +70,16 @@ class Cluster(NamedTuple):
 
 
 @asynccontextmanager
-async def traced_cluster(config: Mapping[str, Any], n_workers: int = 2) -> AsyncIterator[Cluster]:
+async def traced_cluster(
+    config: Mapping[str, Any], n_workers: int = 2, nthreads: int = 1
+) -> AsyncIterator[Cluster]:
     """Scheduler with ``preload: [otel_spans]`` from dask.config, workers, and a client."""
     full = {"distributed.scheduler.preload": ["otel_spans"], **FAST, **config}
     with dask.config.set(full):
         async with Scheduler(host="127.0.0.1", dashboard_address=":0", port=0) as scheduler:
             workers = [
-                Worker(scheduler.address, host="127.0.0.1", nthreads=1) for _ in range(n_workers)
+                Worker(scheduler.address, host="127.0.0.1", nthreads=nthreads)
+                for _ in range(n_workers)
             ]
             await asyncio.gather(*workers)
             try:

@@ -31,10 +31,11 @@ async def test_report_on_a_real_run_finds_the_golden_critical_path(tmp_path: Pat
         "otel-spans.traces.tasks.mode": "all",
         "otel-spans.metrics.interval": "200ms",
     }
-    async with traced_cluster(config, n_workers=3) as (client, _, workers):
+    # one worker, 3 threads: side by side, and no result travels (a transfer that ends
+    # after the slowest feature would rightly put its producer on the path)
+    async with traced_cluster(config, n_workers=1, nthreads=3) as (client, _, _):
         with span("golden"):
-            pin = [w.address for w in workers]  # each feature on a worker of its own
-            assert await client.compute(golden_graph(pin)) == 0.05
+            assert await client.compute(golden_graph()) == 0.05
     # the scheduler closed: every span and the last metrics are in the files
     result = run_report(str(tmp_path), "-o", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr

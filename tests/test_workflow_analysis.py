@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import dask
 import pytest
 from dask.delayed import delayed
 from distributed import span
@@ -23,20 +22,19 @@ def step(seconds: float, *inputs: object) -> float:
     return seconds
 
 
-def golden_graph(pin: list[str] | None = None) -> object:
+def golden_graph() -> object:
     """fetch → validate → {feature_a 1.0 s, feature_b 0.5 s, feature_c 0.2 s} → train → …
 
-    The features run side by side, each on a worker of its own when ``pin`` names 3
-    workers; feature_a outlasts the next by 0.5 s, so the critical path runs through it
-    unless a start is delayed by more than that.
+    Run on one worker with 3 threads: the features run side by side and no result has to
+    travel, so the critical path runs through feature_a (0.5 s ahead of the next) unless
+    a start is delayed by more than that.
     """
     fetch = delayed(step)(0.3, dask_key_name="fetch-0")
     validate = delayed(step)(0.1, fetch, dask_key_name="validate-0")
-    features = []
-    for i, (name, seconds) in enumerate(FEATURES.items()):
-        where = {"workers": [pin[i]], "allow_other_workers": False} if pin else {}
-        with dask.annotate(**where):
-            features.append(delayed(step)(seconds, validate, dask_key_name=f"{name}-0"))
+    features = [
+        delayed(step)(seconds, validate, dask_key_name=f"{name}-0")
+        for name, seconds in FEATURES.items()
+    ]
     train = delayed(step)(0.4, *features, dask_key_name="train-0")
     evaluate = delayed(step)(0.1, train, dask_key_name="evaluate-0")
     return delayed(step)(0.05, evaluate, dask_key_name="deploy-0")
@@ -48,10 +46,9 @@ async def test_root_span_carries_critical_path_and_efficiency(otlp_receiver: Otl
         "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
         "otel-spans.metrics.interval": "200ms",
     }
-    async with traced_cluster(config, n_workers=3) as (client, _, workers):
+    async with traced_cluster(config, n_workers=1, nthreads=3) as (client, _, _):
         with span("golden") as root_id:
-            pin = [w.address for w in workers]
-            assert await client.compute(golden_graph(pin)) == 0.05
+            assert await client.compute(golden_graph()) == 0.05
         (root,) = await await_until(
             lambda: [
                 s for s in otlp_receiver.spans() if s.attributes.get("dask.span.id") == root_id

@@ -73,7 +73,11 @@ def write(path: Path, tasks: int, per_group: int = 1000) -> int:
                     "synthetic",
                     T0,
                     end,
-                    [_attr("dask.span.id", "root-uuid"), _attr("dask.span.name", ["synthetic"])],
+                    [
+                        _attr("dask.span.id", "root-uuid"),
+                        _attr("dask.span.tags", ["synthetic"]),
+                        _attr("dask.span.name", "synthetic"),
+                    ],
                 )
             ]
         )
@@ -92,7 +96,7 @@ def write(path: Path, tasks: int, per_group: int = 1000) -> int:
                     start + 900_000_000,
                     [
                         _attr("dask.task_group.name", f"layer{layer}"),
-                        _attr("dask.task_group.tasks", per_group),
+                        _attr("dask.task_group.task_count", per_group),
                         _attr("dask.task_group.task_spans.dropped", 0),
                     ],
                 )

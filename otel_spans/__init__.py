@@ -49,6 +49,6 @@ __all__ = [
     "trace_id",
     "trace_url",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 register_defaults()

@@ -161,6 +161,9 @@ class TraceSettings:
     max_error_stories: int
     #: Client side default of ``otel_spans.span(link=None)``.
     caller_link: bool
+    #: Parent-based sampling: a workflow joining an unsampled caller's trace is not
+    #: exported (its metrics are); false exports every workflow whatever the caller says.
+    follow_caller_sampling: bool = True
 
 
 Temporality = Literal["cumulative", "delta", "lowmemory"]
@@ -284,6 +287,7 @@ OTEL_VARIABLES: Mapping[str, tuple[str | None, str | None]] = {
     "max-attribute-count": ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
     "max-events": ("OTEL_SPAN_EVENT_COUNT_LIMIT", None),
     "max-links": ("OTEL_SPAN_LINK_COUNT_LIMIT", None),
+    "traces.follow-caller-sampling": (None, "OTEL_TRACES_SAMPLER"),
     "metrics.interval": (None, "OTEL_METRIC_EXPORT_INTERVAL"),
     "metrics.temporality": (None, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"),
     "metrics.prometheus-port": (None, "OTEL_EXPORTER_PROMETHEUS_PORT"),
@@ -382,6 +386,17 @@ class _Resolver:
                 name, text, f"invalid value {text!r}; expected true or false; read as false"
             )
         return value == "true"
+
+    def env_sampler(self, name: str, text: str) -> bool:
+        """``OTEL_TRACES_SAMPLER`` as far as it applies to Dask spans: the scheduler
+        samples task runs itself (``traces.tasks``); a workflow follows its caller's
+        sampled flag (``parentbased_always_on``, the OTel default) or ignores it
+        (``always_on``). Other samplers are warned about and ignored."""
+        samplers = {"parentbased_always_on": True, "always_on": False}
+        value = text.strip().lower()
+        if value not in samplers:
+            raise self.fail(name, text, " or ".join(samplers))
+        return samplers[value]
 
     def env_choice(self, allowed: tuple[str, ...]) -> Parse[Any]:
         """An ``OTEL_*`` enum: case-insensitive, as the specification says."""
@@ -559,6 +574,12 @@ class _Resolver:
                     "traces.max-error-stories", self.get("traces.max-error-stories")
                 ),
                 caller_link=self.boolean("traces.caller-link", self.get("traces.caller-link")),
+                follow_caller_sampling=self.layered(
+                    "traces.follow-caller-sampling",
+                    self.boolean,
+                    True,
+                    parse_env=self.env_sampler,
+                ),
             ),
             metrics=self.metrics(),
             logs=self.log_settings(),

@@ -111,6 +111,13 @@ def _span_context(trace_id: int, span_id: int, flags: int) -> SpanContext:
     return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags & 0xFF))
 
 
+def sampled(span_context: SpanContext) -> SpanContext:
+    """The same span context with the W3C sampled flag set."""
+    sc = span_context
+    flags = TraceFlags(sc.trace_flags | TraceFlags.SAMPLED)
+    return SpanContext(sc.trace_id, sc.span_id, sc.is_remote, flags, sc.trace_state)
+
+
 def _context_of(span_context: SpanContext, base: Context | None) -> Context:
     return trace.set_span_in_context(NonRecordingSpan(span_context), base)
 

@@ -42,6 +42,10 @@ class LinkRecord:
     trace_id: int
     span_id: int
     attributes: tuple[tuple[str, AttrValue], ...] = ()
+    #: W3C trace flags of the linked span (a caller's, as its traceparent said).
+    trace_flags: int = 1
+    #: The linked span belongs to another process (the caller).
+    remote: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,8 @@ class SpanRecord:
     events: tuple[EventRecord, ...] = field(default=())
     #: Links besides the continuation link (e.g. to the caller's span in link mode).
     links: tuple[LinkRecord, ...] = field(default=())
+    #: The parent is the caller's span, in another process.
+    parent_remote: bool = False
     #: More attributes (the workflow analysis on finished roots).
     extra: tuple[tuple[str, AttrValue], ...] = field(default=())
 
@@ -103,6 +109,18 @@ class CounterDelta(NamedTuple):
 
     metric: str
     tags: tuple[str, ...] | None
+    attributes: Attrs
+    value: float
+
+
+class GaugeValue(NamedTuple):
+    """The current value of a gauge series (progress of a running Dask span).
+
+    A set of them replaces the previous set at once: a series not in it is gone.
+    """
+
+    metric: str
+    tags: tuple[str, ...]
     attributes: Attrs
     value: float
 

@@ -30,31 +30,32 @@ DEFAULT_SERVICE_NAME: Final = "dask"
 #: The Dask span uuid (``distributed.spans.Span.id``); the OTel ids derive from it.
 DASK_SPAN_ID: Final = "dask.span.id"
 #: All tags of the span, root first (string array).
+DASK_SPAN_TAGS: Final = "dask.span.tags"
+#: The tags joined with "/": one string, the same key and meaning on spans, logs and
+#: metrics (where it is bounded by metrics.max-span-names).
 DASK_SPAN_NAME: Final = "dask.span.name"
 #: 0 for the first export of a Dask span, n for its n-th continuation.
 DASK_SPAN_CONTINUATION: Final = "dask.span.continuation"
 #: False when the span was exported unfinished (scheduler shutdown).
 DASK_SPAN_DONE: Final = "dask.span.done"
-#: Number of tasks in the span tree, and by state: ``dask.span.tasks.<state>``.
-DASK_SPAN_TASKS: Final = "dask.span.tasks"
-DASK_SPAN_TASKS_PREFIX: Final = "dask.span.tasks."
+#: Number of tasks in the span tree, and by state: ``dask.span.task_states.<state>``.
+DASK_SPAN_TASK_COUNT: Final = "dask.span.task_count"
+DASK_SPAN_TASK_STATES_PREFIX: Final = "dask.span.task_states."
 DASK_SPAN_TASK_GROUPS: Final = "dask.span.task_groups"
 DASK_SPAN_NBYTES: Final = "dask.span.nbytes"
 DASK_SPAN_TASK_DURATION: Final = "dask.span.task_duration"
 DASK_SPAN_ACTIVE_CPU_SECONDS: Final = "dask.span.active_cpu_seconds"
 DASK_SPAN_ENQUEUED: Final = "dask.span.enqueued"
 DASK_SPAN_COMPUTE_START: Final = "dask.span.compute_start"
-DASK_SPAN_CODE: Final = "dask.span.code"
+DASK_SPAN_CODE_SNIPPET: Final = "dask.span.code.snippet"
 DASK_SPAN_CODE_COUNT: Final = "dask.span.code.count"
 CODE_FILE_PATH: Final = "code.file.path"
 CODE_LINE_NUMBER: Final = "code.line.number"
 
-DASK_SPAN_TASKS_MEMORY: Final = "dask.span.tasks.memory"
-DASK_SPAN_TASKS_ERRED: Final = "dask.span.tasks.erred"
+DASK_SPAN_TASK_STATES_MEMORY: Final = "dask.span.task_states.memory"
+DASK_SPAN_TASK_STATES_ERRED: Final = "dask.span.task_states.erred"
 
 # -- metric attributes (low cardinality only: never uuids, keys or addresses) -------------
-#: The span's tags joined with "/" (bounded by metrics.max-span-names).
-ATTR_SPAN_NAME: Final = "dask.span.name"
 #: The first tag: the workflow the span belongs to.
 ATTR_SPAN_ROOT: Final = "dask.span.root"
 ATTR_TASK_PREFIX: Final = "dask.task.prefix"
@@ -75,6 +76,19 @@ OVERFLOW_VALUE: Final = "(overflow)"
 LIMITED_SERIES: Final = "(series)"
 #: Dask's synthetic activity: thread time of the span not attributed to its tasks.
 IDLE_ACTIVITY: Final = "idle or other spans"
+#: Every attribute key metric points carry (besides the resource's).
+METRIC_ATTRIBUTES: Final = (
+    DASK_SPAN_NAME,
+    ATTR_SPAN_ROOT,
+    ATTR_TASK_PREFIX,
+    ATTR_TASK_STATE,
+    ATTR_ACTIVITY,
+    ATTR_P2P_WHERE,
+    ATTR_CONTEXT,
+    ATTR_SIGNAL,
+    ATTR_OUTCOME,
+    ATTR_LIMITED,
+)
 
 # -- metrics: (name, unit) ------------------------------------------------------------
 #: Per span, its own share of worker time/bytes/counts by prefix and activity.
@@ -89,6 +103,12 @@ M_SPAN_OUTPUT: Final = "dask.span.output"
 M_SPAN_CPU_AVAILABLE: Final = "dask.span.cpu.available"
 M_SPAN_COST: Final = "dask.span.cost"
 M_SPAN_DURATION: Final = "dask.span.duration"
+#: Gauges of every Dask span not exported yet (running): its own tasks by current state,
+#: and the seconds since it appeared. A series disappears when its span is exported.
+M_OPEN_TASKS: Final = "dask.span.open.tasks"
+M_OPEN_ELAPSED: Final = "dask.span.open.elapsed"
+#: Task states the dask.span.open.tasks gauge reports.
+PROGRESS_STATES: Final = ("waiting", "queued", "processing", "no-worker", "memory", "erred")
 M_TASK_DURATION: Final = "dask.task.duration"
 M_CLUSTER_TIME: Final = "dask.cluster.time"
 M_CLUSTER_BYTES: Final = "dask.cluster.bytes"
@@ -99,20 +119,28 @@ M_INTERNAL_ERRORS: Final = "otel_spans.internal_errors"
 
 UNIT_SECONDS: Final = "s"
 UNIT_BYTES: Final = "By"
-UNIT_ONE: Final = "1"
+#: A dimensionless ratio (efficiency).
+UNIT_RATIO: Final = "1"
+#: Counts carry what they count as a UCUM annotation (the semantic conventions' rule).
+UNIT_TASKS: Final = "{task}"
+#: Dask's "count" fine performance metrics: occurrences of an activity.
+UNIT_EVENTS: Final = "{event}"
+UNIT_RECORDS: Final = "{record}"
+UNIT_VALUES: Final = "{value}"
+UNIT_ERRORS: Final = "{error}"
 
 #: Dask's metric units -> (execute metric, p2p metric, cluster metric, UCUM unit).
 DASK_UNITS: Final = {
     "seconds": (M_EXECUTE_TIME, M_P2P_TIME, M_CLUSTER_TIME, UNIT_SECONDS),
     "bytes": (M_EXECUTE_BYTES, M_P2P_BYTES, M_CLUSTER_BYTES, UNIT_BYTES),
-    "count": (M_EXECUTE_COUNT, M_P2P_COUNT, M_CLUSTER_COUNT, UNIT_ONE),
+    "count": (M_EXECUTE_COUNT, M_P2P_COUNT, M_CLUSTER_COUNT, UNIT_EVENTS),
 }
 
 # -- task-group spans (children of their Dask span, named by the task prefix) -----------
 DASK_TASK_GROUP_NAME: Final = "dask.task_group.name"
-DASK_TASK_GROUP_TASKS: Final = "dask.task_group.tasks"
-DASK_TASK_GROUP_TASKS_MEMORY: Final = "dask.task_group.tasks.memory"
-DASK_TASK_GROUP_TASKS_ERRED: Final = "dask.task_group.tasks.erred"
+DASK_TASK_GROUP_TASK_COUNT: Final = "dask.task_group.task_count"
+DASK_TASK_GROUP_TASK_STATES_MEMORY: Final = "dask.task_group.task_states.memory"
+DASK_TASK_GROUP_TASK_STATES_ERRED: Final = "dask.task_group.task_states.erred"
 DASK_TASK_GROUP_NBYTES: Final = "dask.task_group.nbytes"
 #: Summed durations by action: ``dask.task_group.duration.<action>`` (compute, transfer...).
 DASK_TASK_GROUP_DURATION_PREFIX: Final = "dask.task_group.duration."
@@ -181,7 +209,7 @@ URL_FULL: Final = "url.full"
 WORKFLOW_EFFICIENCY: Final = "dask.workflow.efficiency"
 WORKFLOW_SPEEDUP: Final = "dask.workflow.speedup"
 WORKFLOW_SEQUENTIAL_TIME: Final = "dask.workflow.sequential_time"
-WORKFLOW_CRITICAL_PATH: Final = "dask.workflow.critical_path"
+WORKFLOW_CRITICAL_PATH_GROUPS: Final = "dask.workflow.critical_path.groups"
 WORKFLOW_CRITICAL_PATH_LENGTH: Final = "dask.workflow.critical_path.length"
 WORKFLOW_BOTTLENECKS: Final = "dask.workflow.bottlenecks"
 WORKFLOW_BOTTLENECK_SHARES: Final = "dask.workflow.bottleneck_shares"

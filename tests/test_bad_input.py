@@ -53,7 +53,7 @@ async def test_empty_huge_non_ascii_and_control_character_tags(
                 assert await client.submit(inc, i, key=f"inc-{case}") == i + 1
         got = await await_until(
             lambda: (
-                len({tuple(s.attributes["dask.span.name"]) for s in dask_spans(otlp_receiver)}) >= 8
+                len({tuple(s.attributes["dask.span.tags"]) for s in dask_spans(otlp_receiver)}) >= 8
                 and otlp_receiver.metrics()
                 and dask_spans(otlp_receiver)
             )
@@ -62,7 +62,7 @@ async def test_empty_huge_non_ascii_and_control_character_tags(
         # the next workload is unaffected
         assert await client.submit(inc, 41, key="inc-after") == 42
     limit = 4096
-    by_path = {tuple(s.attributes["dask.span.name"]): s for s in got}
+    by_path = {tuple(s.attributes["dask.span.tags"]): s for s in got}
     assert by_path[("empty", "")].name == "(empty)"
     huge = by_path[("huge", HUGE[:limit])]
     assert huge.name == HUGE[:limit]
@@ -118,8 +118,8 @@ async def test_ten_thousand_distinct_span_names(otlp_receiver: OtlpReceiver) -> 
     exported = dask_spans(otlp_receiver)
     assert len({s.name for s in exported}) >= n - traces["dropped"] - traces["failed"]
     assert len({s.trace_id for s in exported}) == roots
-    deepest = max(exported, key=lambda s: len(s.attributes["dask.span.name"]))
-    assert len(deepest.attributes["dask.span.name"]) == depth
+    deepest = max(exported, key=lambda s: len(s.attributes["dask.span.tags"]))
+    assert len(deepest.attributes["dask.span.tags"]) == depth
     # the metric budget held: 100 names, then (overflow); long paths cut to 256
     series = {
         p.attributes["dask.span.name"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import dask
 import dask.config
 import pytest
-from distributed import span
+from distributed import Event, span
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -29,6 +30,15 @@ from tests.servers.otlp_receiver import OtlpReceiver
 
 
 def inc(x: int) -> int:
+    return x + 1
+
+
+def wait_for_event(name: str) -> None:
+    """A task that holds its dependents back until the test sets the event."""
+    assert Event(name).wait(timeout=60)
+
+
+def after(gate: None, x: int) -> int:
     return x + 1
 
 
@@ -236,7 +246,7 @@ async def test_capture_code_location_exports_where_not_what(otlp_receiver: OtlpR
             lambda: [s for s in otlp_receiver.spans() if s.name == "located"], 30, "no span"
         )
     attrs = exported.attributes
-    assert semconv.DASK_SPAN_CODE not in attrs
+    assert semconv.DASK_SPAN_CODE_SNIPPET not in attrs
     assert str(attrs[semconv.CODE_FILE_PATH]).endswith("test_claims.py")
     assert isinstance(attrs[semconv.CODE_LINE_NUMBER], int) and attrs[semconv.CODE_LINE_NUMBER] > 0
 
@@ -270,6 +280,14 @@ async def test_the_poll_and_the_metrics_slice_hold_the_loop_5_ms_at_a_time(
     much longer than the 5 ms budget plus one span's work; the one exception is the
     export of the root of all 5,000, whose cost is its own (measured and bounded)."""
     calls: dict[str, list[float]] = {"poll": [], "tick": []}
+    #: calls that ran out of budget and left the rest of their pass for later
+    sliced = {"poll": 0, "tick": 0}
+
+    def unfinished(name: str, self: Any) -> bool:
+        if name == "tick":
+            return bool(self._pending)
+        ext = self.extension()
+        return bool(self._deferred) or (ext is not None and self._discovered < len(ext.spans))
 
     def timed(name: str, original: Callable[..., None]) -> Callable[..., None]:
         def wrapper(self: Any, final: bool) -> None:
@@ -279,6 +297,7 @@ async def test_the_poll_and_the_metrics_slice_hold_the_loop_5_ms_at_a_time(
             finally:
                 if not final:  # shutdown's final pass has no budget, by design
                     calls[name].append(time.thread_time() - started)
+                    sliced[name] += unfinished(name, self)
 
         return wrapper
 
@@ -312,11 +331,16 @@ async def test_the_poll_and_the_metrics_slice_hold_the_loop_5_ms_at_a_time(
     try:
         async with traced_cluster(config) as (client, scheduler, _):
             futures = []
+            gate_name = f"gate-{uuid.uuid4()}"
             with span("burst"):
+                # Every task waits for the gate, so all 5,000 finish within moments
+                # of each other instead of as fast as the client submits them.
+                gate = client.submit(wait_for_event, gate_name, key="gate")
                 for i in range(n):
                     with span(f"s{i}"):
                         # a tuple key: its own task group, so its own Dask span
-                        futures.append(client.submit(inc, i, key=(f"burst-{i}", 0)))
+                        futures.append(client.submit(after, gate, i, key=(f"burst-{i}", 0)))
+            await Event(gate_name, client=client).set()
             assert sum(await client.gather(futures)) == sum(range(1, n + 1))
             plugin = scheduler.plugins["otel-spans"]
             await await_until(
@@ -327,8 +351,8 @@ async def test_the_poll_and_the_metrics_slice_hold_the_loop_5_ms_at_a_time(
     finally:
         gc.enable()
     budget = LOOP_BUDGET
-    busy_polls = [t for t in calls["poll"] if t > budget / 2]
-    assert len(busy_polls) >= 5, "5,000 finished spans did not need several slices"
+    assert sliced["poll"] >= 3, ("5,000 finished spans did not need several slices", sliced)
+    assert sliced["tick"] >= 1, ("5,000 live spans did not need several slices", sliced)
     slack = 0.010  # one small span's snapshot and export, and the clock's granularity
     # The metrics pass reads a running root's CPU (Dask walks its subtree): for this
     # root that outlasts a slice, so it is read live once, and once more when it
@@ -344,3 +368,22 @@ async def test_the_poll_and_the_metrics_slice_hold_the_loop_5_ms_at_a_time(
     assert polls[-2] <= budget + slack, polls[-5:]
     assert polls[-1] <= root_export + budget + slack, (polls[-5:], root_export)
     assert root_export < 0.5, root_export
+
+
+def test_live_cpu_stops_at_the_latest_finished_task() -> None:
+    """A running span's CPU made available is read up to its latest finished task, not
+    up to "now": Dask's final value ends there too, and a counter cannot go back."""
+    from types import SimpleNamespace
+
+    from otel_spans.scheduler.snapshots import live_cpu_seconds
+
+    groups = [SimpleNamespace(stop=0.0), SimpleNamespace(stop=104.0), SimpleNamespace(stop=103.0)]
+    # 4 threads from 100 to 102, then 2 more; Dask computes the intervals up to now (110)
+    span = SimpleNamespace(
+        enqueued=100.0,
+        traverse_groups=lambda: iter(groups),
+        nthreads_intervals=[(100.0, 102.0, 4), (102.0, 110.0, 6)],
+    )
+    assert live_cpu_seconds(span) == 2 * 4 + 2 * 6  # type: ignore[arg-type]
+    groups[:] = [SimpleNamespace(stop=0.0)]  # nothing finished yet: nothing to count
+    assert live_cpu_seconds(span) == 0.0  # type: ignore[arg-type]

@@ -80,8 +80,8 @@ async def test_fan_out_fan_in_groups_links_sampling_and_errors(
     assert [link.span_id for link in groups["combine"].links] == [groups["work"].span_id]
     assert groups["work"].links[0].attributes == {"dask.link.kind": "dependency"}
     work_group = groups["work"].attributes
-    assert work_group["dask.task_group.tasks"] == 20
-    assert work_group["dask.task_group.tasks.memory"] == 20
+    assert work_group["dask.task_group.task_count"] == 20
+    assert work_group["dask.task_group.task_states.memory"] == 20
     assert work_group["dask.task_group.workers"] in (1, 2)
     assert work_group["dask.task_group.duration.compute"] >= 0.5
     # budget: the single slowest task of "work" is kept, the rest counted as dropped
@@ -93,7 +93,7 @@ async def test_fan_out_fan_in_groups_links_sampling_and_errors(
         attrs = group.attributes
         assert (
             attrs["dask.task_group.task_spans.kept"] + attrs["dask.task_group.task_spans.dropped"]
-            == attrs["dask.task_group.tasks"]
+            == attrs["dask.task_group.task_count"]
         )
     # phases: the straggler's compute phase, inside its task span
     phases = [s for s in got if s.parent_span_id == tasks[0].span_id]
@@ -116,13 +116,15 @@ async def test_fan_out_fan_in_groups_links_sampling_and_errors(
         for e in transitions
     }
     assert groups["bad"].status_code == ERROR
-    assert groups["bad"].attributes["dask.task_group.tasks.erred"] == 1
+    assert groups["bad"].attributes["dask.task_group.task_states.erred"] == 1
     assert dask_span.status_code == ERROR
-    assert dask_span.attributes["dask.span.tasks.erred"] == 1
+    assert dask_span.attributes["dask.span.task_states.erred"] == 1
     # computations that fed the span are events on it, with their code
     computations = [e for e in dask_span.events if e.name == "dask.computation"]
     assert len(computations) == 2
-    assert any("client.compute" in str(e.attributes.get("dask.span.code")) for e in computations)
+    assert any(
+        "client.compute" in str(e.attributes.get("dask.span.code.snippet")) for e in computations
+    )
     # no two spans share an id
     assert len({s.span_id for s in got}) == len(got)
 

@@ -865,6 +865,8 @@ def expected_metric_names() -> set[str]:
         if kind == "histogram":
             base = otlp_prometheus_name(name, unit, monotonic_counter=False)
             names |= {f"{base}_bucket", f"{base}_sum", f"{base}_count"}
+        elif kind == "observable_gauge":
+            names.add(otlp_prometheus_name(name, unit, monotonic_counter=False))
         else:
             assert kind in {"counter", "observable_counter"}, f"{name}: {kind} needs a rule here"
             names.add(otlp_prometheus_name(name, unit, monotonic_counter=True))
@@ -895,7 +897,7 @@ def test_otlp_translation_port_reproduces_known_names() -> None:
 
 def test_dashboards_use_the_otlp_names_of_otel_spans_instruments() -> None:
     known_metrics = expected_metric_names()
-    attributes = [v for k, v in vars(semconv).items() if k.startswith("ATTR_")]
+    attributes = list(semconv.METRIC_ATTRIBUTES)
     known_labels = {otlp_label_name(a) for a in attributes}
     # job/instance: set by Prometheus; le: histogram buckets; the promoted resource
     # attributes (prometheus.yml otlp block, static labels of the scrape job).
@@ -1300,7 +1302,7 @@ def test_the_pull_endpoint_serves_exactly_the_otlp_names(live: Live) -> None:
     labels = set(
         live.prometheus.api("labels", {"match[]": f'{{__name__=~"dask_.*", job="{live.job}"}}'})
     )
-    attributes = {otlp_label_name(v) for k, v in vars(semconv).items() if k.startswith("ATTR_")}
+    attributes = {otlp_label_name(v) for v in semconv.METRIC_ATTRIBUTES}
     assert {"dask_span_name", "dask_span_root", "dask_task_prefix", "dask_activity"} <= labels
     assert (
         labels

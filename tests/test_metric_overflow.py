@@ -86,7 +86,7 @@ def test_every_series_the_sdk_folds_is_counted(
         }
         assert counted[semconv.LIMITED_SERIES] == len(combinations) - LIMIT
         # our own budget replaced nothing: 25 names and 16 prefixes are within it
-        assert counted[semconv.ATTR_SPAN_NAME] == counted[semconv.ATTR_TASK_PREFIX] == 0
+        assert counted[semconv.DASK_SPAN_NAME] == counted[semconv.ATTR_TASK_PREFIX] == 0
     (warning,) = [r for r in caplog.records if "max-series" in r.getMessage()]
     assert semconv.M_EXECUTE_TIME in warning.getMessage()
 
@@ -127,9 +127,9 @@ def test_our_budget_and_the_sdk_limit_are_counted_apart(
         for s in range(50)
     )
     exported = points(reader)
-    names = {p.attributes[semconv.ATTR_SPAN_NAME] for p in exported[semconv.M_SPAN_TASKS]}
+    names = {p.attributes[semconv.DASK_SPAN_NAME] for p in exported[semconv.M_SPAN_TASKS]}
     assert semconv.OVERFLOW_VALUE in names and len(names) <= 11
     assert sum(p.value for p in exported[semconv.M_SPAN_TASKS]) == 50  # nothing lost
     counted = {p.attributes[semconv.ATTR_LIMITED]: p.value for p in exported[semconv.M_OVERFLOW]}
-    assert counted[semconv.ATTR_SPAN_NAME] > 0
+    assert counted[semconv.DASK_SPAN_NAME] > 0
     assert counted[semconv.LIMITED_SERIES] == 0

@@ -59,6 +59,12 @@ BAD_VALUES: list[tuple[str, str, Any, Any]] = [
     ("OTEL_EXPORTER_OTLP_INSECURE", "yes", lambda s: s.traces.target.insecure, False),
     ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "many", lambda s: s.record_limits.attribute_count, 128),
     (
+        "OTEL_TRACES_SAMPLER",
+        "traceidratio",
+        lambda s: s.traces.follow_caller_sampling,
+        True,
+    ),
+    (
         "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
         "weekly",
         lambda s: s.metrics.temporality,
@@ -222,3 +228,18 @@ async def test_the_scheduler_starts_and_exports_with(
             if env.get("OTEL_TRACES_EXPORTER") == "otlp,console":
                 out = capfd.readouterr().out
                 assert '"name": "works"' in out or '"name":"works"' in out
+
+
+@pytest.mark.parametrize(
+    ("sampler", "follows"),
+    [("always_on", False), ("ALWAYS_ON", False), ("parentbased_always_on", True)],
+)
+def test_the_sampler_variable_decides_whether_workflows_follow_their_caller(
+    sampler: str, follows: bool
+) -> None:
+    assert resolve({"OTEL_TRACES_SAMPLER": sampler}).traces.follow_caller_sampling is follows
+    # the otel-spans key, when set, wins
+    key = {"traces": {"follow-caller-sampling": not follows}}
+    assert resolve({"OTEL_TRACES_SAMPLER": sampler}, **key).traces.follow_caller_sampling is (
+        not follows
+    )

@@ -48,7 +48,16 @@ def decode(spans: list[bytes]) -> ExportTraceServiceRequest:
 
 
 def reference(spans: list[ReadableSpan]) -> ExportTraceServiceRequest:
-    return encode_spans(spans)
+    """The SDK's request, plus the W3C sampled bit in ``Span.flags`` and ``Link.flags``
+    (bits 0-7 carry the W3C trace flags; the SDK leaves them 0, we say "sampled")."""
+    request = encode_spans(spans)
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                span.flags |= 0x01
+                for link in span.links:
+                    link.flags |= 0x01
+    return request
 
 
 def sdk_span(**fields: Any) -> ReadableSpan:

@@ -39,7 +39,7 @@ def test_budget(
     kept = dropped = 0
     for group in range(4):
         held, group_kept, group_dropped = sampler.flush(group)
-        emitted.extend(held)
+        emitted.extend(record for _, record in held)
         kept += group_kept
         dropped += group_dropped
         assert len(held) <= slowest

@@ -211,11 +211,11 @@ async def test_capture_switches_and_no_task_data_on_the_wire(
         assert exception.attributes == {"exception.type": "ValueError"}
         assert erred_log.body == "Task parse-1 erred: ValueError"
         assert parse.status_message == "ValueError"
-        assert "dask.span.code" not in spans["sensitive"].attributes
+        assert "dask.span.code.snippet" not in spans["sensitive"].attributes
         assert "code.file.path" not in spans["sensitive"].attributes
     else:
         assert b"ARG-CANARY-1" in wire and b"EVENT-CANARY" in wire
         assert "ARG-CANARY-1" in exception.attributes["exception.message"]
         assert "fail_with" in exception.attributes["exception.stacktrace"]
         assert "ARG-CANARY-1" in erred_log.body
-        assert "arg-canary-2" in spans["sensitive"].attributes["dask.span.code"]
+        assert "arg-canary-2" in spans["sensitive"].attributes["dask.span.code.snippet"]

@@ -140,7 +140,8 @@ def test_span_roundtrip(otlp_receiver: OtlpReceiver, transport: Transport) -> No
         "late": "yes",
     }
     assert parent.links == [
-        (got["linked-to"].trace_id, got["linked-to"].span_id, {"why": "because"})
+        # flags as the SDK encodes a link to a local span context: "is-remote known"
+        (got["linked-to"].trace_id, got["linked-to"].span_id, {"why": "because"}, 0x100)
     ]
     assert [(e.name, e.attributes) for e in child.events] == [("something", {"n": 3})]
     assert child.status_code == trace_pb2.Status.STATUS_CODE_ERROR

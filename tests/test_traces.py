@@ -88,16 +88,18 @@ async def test_nested_spans_form_one_trace(otlp_receiver: OtlpReceiver, protocol
     assert root.start_ns <= prep.start_ns < prep.end_ns <= root.end_ns
     # attributes
     assert root.attributes["dask.span.id"] == root_id
-    assert root.attributes["dask.span.name"] == ["Alice's workflow"]
-    assert load.attributes["dask.span.name"] == ["Alice's workflow", "data load"]
-    assert load.attributes["dask.span.tasks"] == 16
-    assert load.attributes["dask.span.tasks.memory"] == 16
+    assert root.attributes["dask.span.tags"] == ["Alice's workflow"]
+    assert load.attributes["dask.span.tags"] == ["Alice's workflow", "data load"]
+    # one key, one meaning: the joined path, as on metrics and logs
+    assert load.attributes["dask.span.name"] == "Alice's workflow/data load"
+    assert load.attributes["dask.span.task_count"] == 16
+    assert load.attributes["dask.span.task_states.memory"] == 16
     assert load.attributes["dask.span.nbytes"] == 400 * 400 * 8
-    assert root.attributes["dask.span.tasks"] == dask_root_tasks(dask_root)
+    assert root.attributes["dask.span.task_count"] == dask_root_tasks(dask_root)
     assert root.attributes["dask.span.task_duration"] > 0
     assert root.attributes["dask.span.active_cpu_seconds"] > 0
     assert root.attributes["dask.span.done"] is True
-    assert "persist" in load.attributes["dask.span.code"]
+    assert "persist" in load.attributes["dask.span.code.snippet"]
     assert load.attributes["code.file.path"].endswith("test_traces.py")
     assert root.status_code == 0
     resource = root.resource
@@ -126,7 +128,7 @@ async def test_register_plugin_on_running_cluster(
         assert await c.submit(sum, [1, 2, 3]) == 6
     (got,) = await wait_spans(otlp_receiver, names_present("registered"))
     assert got.resource["service.name"] == "analytics"
-    assert got.attributes["dask.span.tasks.memory"] == 1
+    assert got.attributes["dask.span.task_states.memory"] == 1
 
 
 @cluster_test()
@@ -165,8 +167,8 @@ async def test_erred_tasks_make_the_span_tree_an_error(otlp_receiver: OtlpReceiv
     for name in ("pipeline", "step"):
         assert got[name].status_code == ERROR
         assert got[name].status_message == "3 of 7 tasks erred"
-        assert got[name].attributes["dask.span.tasks.erred"] == 3
-        assert got[name].attributes["dask.span.tasks.memory"] == 4
+        assert got[name].attributes["dask.span.task_states.erred"] == 3
+        assert got[name].attributes["dask.span.task_states.memory"] == 4
 
 
 @cluster_test()
@@ -196,13 +198,13 @@ async def test_reopened_span_is_exported_as_a_linked_continuation(
             ),
         )
     original = first[0]
-    assert original.attributes["dask.span.tasks.memory"] == 1
+    assert original.attributes["dask.span.task_states.memory"] == 1
     continuation = next(g for g in got if g.name == "session" and g.span_id != original.span_id)
     assert continuation.span_id == f"{ids.continuation_span_id(session_id, 1):016x}"
     assert continuation.trace_id == original.trace_id
     assert continuation.parent_span_id == original.span_id
     assert continuation.attributes["dask.span.continuation"] == 1
-    assert continuation.attributes["dask.span.tasks.memory"] == 3
+    assert continuation.attributes["dask.span.task_states.memory"] == 3
     assert [(link.span_id, link.attributes) for link in continuation.links] == [
         (original.span_id, {"dask.span.continuation": 0})
     ]
@@ -242,11 +244,11 @@ async def test_collection_types_each_get_their_span(otlp_receiver: OtlpReceiver)
         got = by_name(await wait_spans(otlp_receiver, names_present(*names)))
     for name in names[1:]:
         assert got[name].parent_span_id == got["kinds"].span_id, name
-        assert got[name].attributes["dask.span.tasks.memory"] >= 1, name
-    assert got["map"].attributes["dask.span.tasks.memory"] == 3
-    assert got["delayed"].attributes["dask.span.tasks.memory"] == 6
-    assert got["kinds"].attributes["dask.span.tasks.memory"] == sum(
-        got[n].attributes["dask.span.tasks.memory"] for n in names[1:]
+        assert got[name].attributes["dask.span.task_states.memory"] >= 1, name
+    assert got["map"].attributes["dask.span.task_states.memory"] == 3
+    assert got["delayed"].attributes["dask.span.task_states.memory"] == 6
+    assert got["kinds"].attributes["dask.span.task_states.memory"] == sum(
+        got[n].attributes["dask.span.task_states.memory"] for n in names[1:]
     )
 
 
@@ -266,7 +268,7 @@ async def test_unfinished_spans_are_flushed_at_shutdown(otlp_receiver: OtlpRecei
         del future
     assert got["finished but lingering"].attributes["dask.span.done"] is True
     assert got["still running"].attributes["dask.span.done"] is False
-    assert got["still running"].attributes["dask.span.tasks.processing"] == 1
+    assert got["still running"].attributes["dask.span.task_states.processing"] == 1
 
 
 def _block(seconds: float) -> None:

@@ -52,7 +52,7 @@ async def test_pushed_metrics_are_queryable_with_the_values_of_the_workload(
 
         tasks_metric = "dask_span_tasks_total"
         state = otlp_label_name(semconv.ATTR_TASK_STATE)
-        name = otlp_label_name(semconv.ATTR_SPAN_NAME)
+        name = otlp_label_name(semconv.DASK_SPAN_NAME)
         prefix = otlp_label_name(semconv.ATTR_TASK_PREFIX)
         promql = f'sum({tasks_metric}{{{name}="{WORKFLOW}",{state}="memory",{prefix}="vm-inc"}})'
 

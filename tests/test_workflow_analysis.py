@@ -59,7 +59,7 @@ async def test_root_span_carries_critical_path_and_efficiency(otlp_receiver: Otl
         )
     attrs = root.attributes
     # from the design: the slowest feature is on the path, the chain around it
-    assert attrs["dask.workflow.critical_path"] == [
+    assert attrs["dask.workflow.critical_path.groups"] == [
         "fetch", "validate", "feature_a", "train", "evaluate", "deploy"
     ]  # fmt: skip
     length = attrs["dask.workflow.critical_path.length"]

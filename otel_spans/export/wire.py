@@ -31,9 +31,18 @@ _pack_fixed64 = struct.Struct("<Q").pack
 _pack_double = struct.Struct("<d").pack
 _pack_fixed32 = struct.Struct("<I").pack
 
-#: ``Span.flags`` / ``Link.flags``: the SDK's value for a local parent
-#: (``SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK``; the W3C flags bits stay 0).
-_LOCAL_FLAGS = 0x100
+#: ``Span.flags`` / ``Link.flags``: bits 0-7 are the W3C trace flags (0x01: sampled),
+#: bit 8 says that bit 9 is known, bit 9 that the parent (or linked) span is remote.
+_W3C_SAMPLED = 0x01
+_HAS_IS_REMOTE = 0x100
+_IS_REMOTE = 0x200
+
+
+def span_flags(trace_flags: int, *, remote: bool) -> int:
+    """``Span.flags`` / ``Link.flags``: the W3C flags and whether the context is remote."""
+    return (trace_flags & 0xFF) | _HAS_IS_REMOTE | (_IS_REMOTE if remote else 0)
+
+
 #: ``Span.SpanKind.SPAN_KIND_INTERNAL``
 KIND_INTERNAL = 1
 #: ``Status.StatusCode``
@@ -104,8 +113,8 @@ _RESOURCE_SPANS_RESOURCE, _RESOURCE_SPANS_SCOPE_SPANS = _length_delimited(1), _l
 _RESOURCE_ATTRIBUTE = _length_delimited(1)
 _SCOPE_SPANS_SCOPE, _SCOPE_SPANS_SPAN = _length_delimited(1), _length_delimited(2)
 _SCOPE_NAME, _SCOPE_VERSION = _length_delimited(1), _length_delimited(2)
-_FLAGS = _SPAN_FLAGS + _pack_fixed32(_LOCAL_FLAGS)
-_LINK_FLAGS_LOCAL = _LINK_FLAGS + _pack_fixed32(_LOCAL_FLAGS)
+_LOCAL_FLAGS = _SPAN_FLAGS + _pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
+_REMOTE_PARENT_FLAGS = _SPAN_FLAGS + _pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
 
 @lru_cache(maxsize=4096)
@@ -204,6 +213,10 @@ class WireLink:
     trace_id: int
     span_id: int
     attributes: Mapping[str, object]
+    #: W3C trace flags of the linked span (0x01: sampled).
+    trace_flags: int = _W3C_SAMPLED
+    #: The linked span was made in another process (a caller's span).
+    remote: bool = False
 
 
 def _trace_id(trace_id: int) -> bytes:
@@ -236,7 +249,7 @@ def _link(link: WireLink, limits: RecordLimits) -> bytes:
     )
     if dropped:
         out += _LINK_DROPPED_ATTRIBUTES + _varint(dropped)
-    return out + _LINK_FLAGS_LOCAL
+    return out + _LINK_FLAGS + _pack_fixed32(span_flags(link.trace_flags, remote=link.remote))
 
 
 def span(
@@ -253,11 +266,13 @@ def span(
     links: Sequence[WireLink] = (),
     status_code: int = STATUS_UNSET,
     status_message: str = "",
+    parent_remote: bool = False,
 ) -> bytes:
     """One ``Span`` message (without its own tag); the first events and links are kept.
 
-    ``parent_span_id`` 0 makes a root span. An empty name becomes ``(empty)``, since
-    some backends refuse nameless spans.
+    ``parent_span_id`` 0 makes a root span; ``parent_remote`` says the parent is a span
+    of another process (the caller's). An empty name becomes ``(empty)``, since some
+    backends refuse nameless spans. Every span sent is sampled: its flags say so.
     """
     max_length = limits.attribute_length
     name = name[:max_length] or "(empty)"
@@ -291,7 +306,7 @@ def span(
     if status_code:
         status += _STATUS_CODE + _SMALL[status_code]
     parts.append(_message(_SPAN_STATUS, status))
-    parts.append(_FLAGS)
+    parts.append(_REMOTE_PARENT_FLAGS if parent_remote and parent_span_id else _LOCAL_FLAGS)
     return b"".join(parts)
 
 

@@ -29,8 +29,11 @@ class BuiltWorkflow:
 
 
 def _tags(span: LoadedSpan) -> tuple[str, ...]:
-    name = span.attributes.get(semconv.DASK_SPAN_NAME)
-    return tuple(str(t) for t in name) if isinstance(name, list) else (span.name,)
+    tags = span.attributes.get(semconv.DASK_SPAN_TAGS)
+    if not isinstance(tags, list):
+        # files from otel-spans 0.1 carry the tags as the array dask.span.name
+        tags = span.attributes.get(semconv.DASK_SPAN_NAME)
+    return tuple(str(t) for t in tags) if isinstance(tags, list) else (span.name,)
 
 
 def build_workflows(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from otel_spans import semconv
 from otel_spans.report.load import LoadedSpan
 
 _ERROR = 2
@@ -30,7 +31,8 @@ def _render_trace(trace_id: str, members: list[LoadedSpan]) -> str:
     stack = [(s, 0) for s in sorted(children[""], key=_order, reverse=True)]
     while stack:
         s, depth = stack.pop()
-        tasks = s.attributes.get("dask.span.tasks")
+        # dask.span.tasks in files from otel-spans 0.1
+        tasks = s.attributes.get(semconv.DASK_SPAN_TASK_COUNT, s.attributes.get("dask.span.tasks"))
         extra = f"  {tasks} tasks" if tasks is not None else ""
         if s.status_code == _ERROR:
             extra += f"  ERROR: {s.status_message}"

@@ -37,6 +37,15 @@ class Caller(NamedTuple):
     span_id: int
     #: Keep a trace of its own and link to the caller instead of joining its trace.
     as_link: bool
+    #: The W3C trace flags the caller sent (0x01: the caller's span is sampled).
+    trace_flags: int = 1
+    #: The caller's span lives in another process (a client's); false for the span of
+    #: a task this scheduler exports itself.
+    remote: bool = True
+
+    @property
+    def sampled(self) -> bool:
+        return bool(self.trace_flags & 1)
 
 
 def parse_caller(value: Any) -> Caller | None:
@@ -51,8 +60,8 @@ def parse_caller(value: Any) -> Caller | None:
     parsed = parse_traceparent(text) if isinstance(text, str) else None
     if parsed is None:
         return None
-    trace_id, span_id, _ = parsed
-    return Caller(trace_id, span_id, bool(value.get("link", False)))
+    trace_id, span_id, flags = parsed
+    return Caller(trace_id, span_id, bool(value.get("link", False)), flags)
 
 
 #: While the scheduler handles a client's ``update-graph`` message: the key of the task
@@ -173,7 +182,8 @@ class CallerContexts:
         trace_id = self._trace_of(task_uuid)
         if trace_id is None:
             return
-        caller = Caller(trace_id, ids.task_run_span_id(task_uuid, str(submitter), 1), False)
+        span_id = ids.task_run_span_id(task_uuid, str(submitter), 1)
+        caller = Caller(trace_id, span_id, False, remote=False)
         adopted = False
         for key in tasks:
             ts = scheduler.tasks.get(key)

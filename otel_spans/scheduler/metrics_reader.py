@@ -17,7 +17,7 @@ from distributed.metrics import time
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.records import CounterDelta
+from otel_spans.records import CounterDelta, GaugeValue
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.tracking import SpanTracker, TrackedSpan
@@ -51,9 +51,12 @@ class MetricsReader:
         self._pending: list[str] = []
         #: The cluster's cumulative values already handed over.
         self._cluster_reported: dict[tuple[Hashable, ...], float] = {}
+        #: Progress of the running spans read so far in this pass (published at its end).
+        self._progress: list[GaugeValue] = []
 
     def clear(self) -> None:
         self._pending.clear()
+        self._progress.clear()
         self._cluster_reported.clear()
 
     def tick(self, final: bool) -> None:
@@ -81,6 +84,8 @@ class MetricsReader:
             if span is not None:
                 track = tracker.tracks[uuid]
                 deltas.extend(self._span_deltas(span, track))
+                if uuid in tracker.open:
+                    self._progress.extend(self._span_progress(span, track, now))
                 settled = track.exported_at is not None and now - track.exported_at >= settle
                 if settled or final:
                     if track.is_root:
@@ -98,7 +103,27 @@ class MetricsReader:
                 delta = snapshots.worker_metric(None, key, value)
                 if delta is not None:
                     deltas.append(delta)
+            progress, self._progress = self._progress, []
+            self._signals.submit_gauges(progress)
         self._signals.submit_deltas(deltas)
+
+    @staticmethod
+    def _span_progress(span: Span, track: TrackedSpan, now: float) -> list[GaugeValue]:
+        """A running span's own tasks by state (O(its own task groups)), and its age."""
+        counts: dict[str, int] = {}
+        for tg in span.groups:
+            states = tg.states
+            for state in semconv.PROGRESS_STATES:
+                n = states.get(state, 0)
+                if n:
+                    counts[state] = counts.get(state, 0) + n
+        tags = track.tags
+        out = [
+            GaugeValue(semconv.M_OPEN_TASKS, tags, ((_STATE, state),), float(n))
+            for state, n in counts.items()
+        ]
+        out.append(GaugeValue(semconv.M_OPEN_ELAPSED, tags, (), max(now - span.enqueued, 0.0)))
+        return out
 
     def _span_deltas(self, span: Span, track: TrackedSpan) -> list[CounterDelta]:
         out = []
@@ -121,7 +146,7 @@ class MetricsReader:
             # that one read outlasts a slice (thousands of sub-spans) is read live
             # once, then only at its export.
             started = _time.perf_counter()
-            cpu = span.active_cpu_seconds
+            cpu = snapshots.live_cpu_seconds(span)
             if _time.perf_counter() - started > LOOP_BUDGET:
                 track.live_cpu = False
             out.extend(snapshots.cpu_delta(tags, reported, cpu))

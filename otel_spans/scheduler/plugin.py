@@ -117,6 +117,9 @@ class OtelSpansPlugin(SchedulerPlugin):
                 max_error_stories=settings.traces.max_error_stories,
                 max_length=settings.max_attribute_length,
                 exception_messages=settings.capture.exceptions == "message",
+                exemplar=lambda span, prefix, seconds, span_id: signals.task_exemplar(
+                    span.tags, prefix, seconds, span.trace_id, span_id
+                ),
             )
         self._tracker = SpanTracker(
             scheduler, settings, signals, task_groups, Resume(self._poll_safely)
@@ -175,6 +178,10 @@ class OtelSpansPlugin(SchedulerPlugin):
             "live_spans": len(tracker.live) if tracker else 0,
             "tracked_spans": len(tracker.tracks) if tracker else 0,
         }
+        if tracker is not None:
+            # not exported because the caller's trace is not sampled (parent-based)
+            groups = tracker.task_groups
+            out["unsampled_spans"] = tracker.unsampled + (groups.unsampled if groups else 0)
         if tracker is not None and tracker.task_groups is not None:
             out["dag"] = tracker.task_groups.stats()
         signals = self.signals or self._closed_signals

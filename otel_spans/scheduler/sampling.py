@@ -134,8 +134,9 @@ class TaskSampler(Generic[R]):
             heapq.heapreplace(tally.held, item)
             tally.dropped += 1
 
-    def flush(self, group: Hashable) -> tuple[list[R], int, int]:
-        """The held records of a finished group (slowest first), and its kept/dropped counts.
+    def flush(self, group: Hashable) -> tuple[list[tuple[float, R]], int, int]:
+        """The held (duration, record) pairs of a finished group, slowest first, and its
+        kept/dropped counts.
 
         The group's state is released; a group that gets more tasks later (a
         recomputation) starts a fresh tally.
@@ -143,7 +144,7 @@ class TaskSampler(Generic[R]):
         tally = self._groups.pop(group, None)
         if tally is None:
             return [], 0, 0
-        held = [record for _, _, record in sorted(tally.held, key=lambda t: (-t[0], t[1]))]
+        held = [(d, record) for d, _, record in sorted(tally.held, key=lambda t: (-t[0], t[1]))]
         return held, tally.kept + len(held), tally.dropped  # type: ignore[return-value]
 
     def held(self) -> int:

@@ -114,6 +114,22 @@ def growth(
                 yield key, value - before
 
 
+def live_cpu_seconds(span: Span) -> float:
+    """``Span.active_cpu_seconds`` of a running span, up to its latest finished task.
+
+    Dask counts a running span up to *now*, but once it is done only up to the end of
+    its last task, which the worker reported and which is earlier than the moment the
+    scheduler heard of it. A counter cannot go back: read "up to now", a span read
+    just before it turned done would report more CPU than it ends with. Up to the
+    latest finished task (``TaskGroup.stop`` only grows) the live value never passes
+    the final one. Walks the subtree, as Dask's own property does.
+    """
+    cap = max((tg.stop for tg in span.traverse_groups()), default=0.0)
+    if cap <= span.enqueued:
+        return 0.0
+    return sum((min(t1, cap) - t0) * n for t0, t1, n in span.nthreads_intervals if t0 < cap)
+
+
 def cpu_delta(
     tags: tuple[str, ...], reported: MutableMapping[Any, float], active_cpu_seconds: float
 ) -> list[CounterDelta]:
@@ -141,6 +157,6 @@ def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[Ev
         )
         for frames in list(computation.code)[:1]:
             if frames and limit:
-                attrs += ((semconv.DASK_SPAN_CODE, frames[-1].code[:limit]),)
+                attrs += ((semconv.DASK_SPAN_CODE_SNIPPET, frames[-1].code[:limit]),)
         events.append(EventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
     return tuple(events)

@@ -69,6 +69,9 @@ class SpanIdentity:
     policy: Policy
     #: Erred tasks of this span whose story was recorded (bounded).
     stories: int = 0
+    #: False when the workflow joined a caller's trace that is not sampled (parent-based
+    #: sampling): nothing of its tree is exported as spans.
+    sampled: bool = True
 
 
 @dataclass(slots=True)
@@ -159,8 +162,13 @@ class TaskGroups:
         max_error_stories: int,
         max_length: int,
         exception_messages: bool = True,
+        exemplar: Callable[[SpanIdentity, str, float, int], object] | None = None,
     ):
         self.scheduler = scheduler
+        #: Told (span, prefix, compute seconds, task span id) of each held task span
+        #: exported at its group's end: the duration histogram's exemplar may then point
+        #: at it (a held span may still drop out before, so none is given earlier).
+        self.exemplar = exemplar
         self.submit = submit
         self.log = log
         self.max_error_stories = max_error_stories
@@ -175,6 +183,8 @@ class TaskGroups:
         #: Keys of running tasks that opened Dask spans of their own (insertion-ordered,
         #: bounded): their spans are parents, so they are kept like ``children``.
         self._parents: dict[Any, None] = {}
+        #: Group spans not exported because their caller's trace is not sampled.
+        self.unsampled = 0
 
     def stats(self) -> dict[str, int]:
         """Sizes of the DAG state, to check it stays O(groups + kept tasks)."""
@@ -215,7 +225,8 @@ class TaskGroups:
         duration: float,
     ) -> int:
         """Account for a finished task that computed for ``duration`` seconds
-        (:func:`compute_seconds`); returns its task span id when it got one, else 0."""
+        (:func:`compute_seconds`); returns its task span id when that span is exported
+        now, else 0 (dropped, or held among its group's slowest: see ``exemplar``)."""
         tg = ts.group
         group = self.group(tg, span)
         if finish == "memory":
@@ -241,8 +252,11 @@ class TaskGroups:
                 # span: it must exist.
                 must_keep = CHILDREN
         policy = span.policy
-        key_hash = zlib.crc32(str(key).encode("utf-8", "surrogatepass")) if policy.ratio else 0
-        decision = self.sampler.offer(tg, span.trace_id, policy, duration, must_keep, key_hash)
+        if span.sampled:
+            key_hash = zlib.crc32(str(key).encode("utf-8", "surrogatepass")) if policy.ratio else 0
+            decision = self.sampler.offer(tg, span.trace_id, policy, duration, must_keep, key_hash)
+        else:  # the caller's trace is not sampled: no task span, whatever happened
+            decision = None
         erred_here = must_keep == ERRED
         if decision is None and not erred_here:
             return 0
@@ -260,7 +274,7 @@ class TaskGroups:
         if erred_here and self.log is not None:
             assert isinstance(record, TaskRecord)
             self.log(self._erred_log(record, kwargs, span, kept=decision is not None))
-        return pending.span_id if decision is not None else 0
+        return pending.span_id if decision is not None and decision != "hold" else 0
 
     def _pending(
         self,
@@ -341,11 +355,17 @@ class TaskGroups:
         for tg in groups:
             state = self.group(tg, span)
             held, kept, dropped = self.sampler.flush(tg)
-            for record in held:
+            for duration, record in held:
                 self.submit(record)
+                if self.exemplar is not None and span.sampled:
+                    self.exemplar(span, tg.prefix.name, duration, record.span_id)
             if state.exported:
                 continue
             state.exported = True
+            if not span.sampled:
+                state.workers = None
+                self.unsampled += 1
+                continue
             state.worker_count = len(state.workers or ())
             state.workers = None
             links = []

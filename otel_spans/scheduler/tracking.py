@@ -126,6 +126,8 @@ class SpanTracker:
         self._discovered = 0
         #: The spans the last poll had no time for, in order.
         self._deferred: list[str] = []
+        #: Dask spans not exported because their caller's trace is not sampled.
+        self.unsampled = 0
 
     def _trace_of(self, uuid: str) -> int | None:
         track = self.track_uuid(uuid)
@@ -174,12 +176,20 @@ class SpanTracker:
             root = snapshots.root_of(span)
             tags = tuple(str(tag) for tag in span.name)
             caller = self.callers.get(root.id)
+            sampled = True
             if caller is not None and not caller.as_link:
                 trace_id = caller.trace_id  # the caller's trace: we are part of it
+                # parent-based sampling: the caller decided for its whole trace
+                sampled = caller.sampled or not self._settings.traces.follow_caller_sampling
             else:
                 trace_id = ids.workflow_trace_id(root.id)
             identity = SpanIdentity(
-                span.id, tags, trace_id, ids.dask_span_id(span.id), self._policy(tags)
+                span.id,
+                tags,
+                trace_id,
+                ids.dask_span_id(span.id),
+                self._policy(tags),
+                sampled=sampled,
             )
             track = self.tracks[span.id] = TrackedSpan(identity=identity, is_root=root is span)
             self.open[span.id] = span
@@ -200,7 +210,8 @@ class SpanTracker:
             return
         attributes: tuple[tuple[str, Any], ...] = (
             (semconv.DASK_SPAN_ID, root.id),
-            (semconv.DASK_SPAN_NAME, identity.tags),
+            (semconv.DASK_SPAN_TAGS, identity.tags),
+            (semconv.DASK_SPAN_NAME, "/".join(identity.tags)),
         )
         if url is not None:
             attributes += ((semconv.URL_FULL, url),)
@@ -385,31 +396,26 @@ class SpanTracker:
     def _export(self, span: Span, track: TrackedSpan, *, done: bool) -> None:
         signals = self._signals
         record = self._record(span, track, done=done)
-        signals.submit_span(record)
+        sampled = track.identity.sampled
+        if sampled:
+            signals.submit_span(record)
+        else:  # parent-based sampling: the caller's trace is not sampled
+            self.unsampled += 1
         if self.task_groups is not None:
             self.task_groups.export_groups(list(span.groups), track.identity, span.enqueued)
+        # Exemplars point at this span only when it is exported.
+        trace_id, span_id = (track.trace_id, record.span_id) if sampled else (0, 0)
         for key, value in record.extra:
             if key == semconv.WORKFLOW_EFFICIENCY and isinstance(value, float):
                 signals.submit_sample(
                     HistogramSample(
-                        semconv.M_WORKFLOW_EFFICIENCY,
-                        track.tags,
-                        (),
-                        value,
-                        track.trace_id,
-                        record.span_id,
+                        semconv.M_WORKFLOW_EFFICIENCY, track.tags, (), value, trace_id, span_id
                     )
                 )
         if done:
+            seconds = (record.end_ns - record.start_ns) / 1e9
             signals.submit_sample(
-                HistogramSample(
-                    semconv.M_SPAN_DURATION,
-                    track.tags,
-                    (),
-                    (record.end_ns - record.start_ns) / 1e9,
-                    track.trace_id,
-                    record.span_id,
-                )
+                HistogramSample(semconv.M_SPAN_DURATION, track.tags, (), seconds, trace_id, span_id)
             )
         track.exports += 1
         track.last_span_id = record.span_id
@@ -444,15 +450,18 @@ class SpanTracker:
             parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
             start = span.enqueued
         links: tuple[LinkRecord, ...] = ()
+        parent_remote = False
         caller = self.callers.get(span.id) if not continuation else None
         if caller is not None:
             if caller.as_link or (not track.is_root and caller.trace_id != track.trace_id):
                 # a link: asked for, or the task that opened a nested span is in another
                 # trace (a tree keeps one trace id: its ids are derived from it)
                 kind = ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_CALLER),)
-                links = (LinkRecord(caller.trace_id, caller.span_id, kind),)
+                flags, remote = caller.trace_flags, caller.remote
+                links = (LinkRecord(caller.trace_id, caller.span_id, kind, flags, remote),)
             else:
                 parent_span_id = caller.span_id
+                parent_remote = caller.remote
         stop = span.stop
         groups = list(span.traverse_groups()) if full else []
         states: dict[str, int] = {}
@@ -505,4 +514,5 @@ class SpanTracker:
             events=events,
             links=links,
             extra=extra,
+            parent_remote=parent_remote,
         )

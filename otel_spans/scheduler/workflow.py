@@ -7,7 +7,7 @@ depends on; the critical path through that graph names the groups that set the w
 time. Efficiency and bottlenecks use the exact compute time Dask sums per group.
 
 Dask side (reads live ``Span``/``TaskGroup`` objects on the event loop); the pure
-critical-path walk is :func:`otel_spans.report.analysis.critical_path`.
+critical-path walk is :func:`otel_spans.analysis.workflow.critical_path`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def analysis_attributes(
     path = critical_path(group_workflow(root, stop, intervals))
     attrs: list[tuple[str, AttrValue]] = [
         (semconv.WORKFLOW_SEQUENTIAL_TIME, sequential),
-        (semconv.WORKFLOW_CRITICAL_PATH, tuple(step.task.key for step in path.steps)),
+        (semconv.WORKFLOW_CRITICAL_PATH_GROUPS, tuple(step.task.key for step in path.steps)),
         (semconv.WORKFLOW_CRITICAL_PATH_LENGTH, path.length_s),
     ]
     if available > 0:

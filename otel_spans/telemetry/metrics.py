@@ -21,18 +21,18 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_spans import records, semconv
 from otel_spans.config import MetricsSettings
-from otel_spans.records import Attrs, CounterDelta
+from otel_spans.records import Attrs, CounterDelta, GaugeValue
 from otel_spans.telemetry.cardinality import CardinalityLimiter
 
 #: (metric, unit, description) of every observable counter fed by deltas.
 COUNTERS: tuple[tuple[str, str, str], ...] = (
     (semconv.M_EXECUTE_TIME, semconv.UNIT_SECONDS, "Worker time of the span's own tasks"),
     (semconv.M_EXECUTE_BYTES, semconv.UNIT_BYTES, "Bytes handled by the span's own tasks"),
-    (semconv.M_EXECUTE_COUNT, semconv.UNIT_ONE, "Events counted by the span's own tasks"),
+    (semconv.M_EXECUTE_COUNT, semconv.UNIT_EVENTS, "Events counted by the span's own tasks"),
     (semconv.M_P2P_TIME, semconv.UNIT_SECONDS, "P2P shuffle time of the span"),
     (semconv.M_P2P_BYTES, semconv.UNIT_BYTES, "P2P shuffle bytes of the span"),
-    (semconv.M_P2P_COUNT, semconv.UNIT_ONE, "P2P shuffle events of the span"),
-    (semconv.M_SPAN_TASKS, semconv.UNIT_ONE, "Tasks of the span that reached a final state"),
+    (semconv.M_P2P_COUNT, semconv.UNIT_EVENTS, "P2P shuffle events of the span"),
+    (semconv.M_SPAN_TASKS, semconv.UNIT_TASKS, "Tasks of the span that reached a final state"),
     (semconv.M_SPAN_OUTPUT, semconv.UNIT_BYTES, "Bytes of task outputs the span produced"),
     (
         semconv.M_SPAN_CPU_AVAILABLE,
@@ -41,7 +41,13 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     ),
     (semconv.M_CLUSTER_TIME, semconv.UNIT_SECONDS, "Worker time, whole cluster"),
     (semconv.M_CLUSTER_BYTES, semconv.UNIT_BYTES, "Worker bytes, whole cluster"),
-    (semconv.M_CLUSTER_COUNT, semconv.UNIT_ONE, "Worker events, whole cluster"),
+    (semconv.M_CLUSTER_COUNT, semconv.UNIT_EVENTS, "Worker events, whole cluster"),
+)
+
+#: (metric, unit, description) of every observable gauge of running spans.
+GAUGES: tuple[tuple[str, str, str], ...] = (
+    (semconv.M_OPEN_TASKS, semconv.UNIT_TASKS, "Own tasks of a running Dask span by state"),
+    (semconv.M_OPEN_ELAPSED, semconv.UNIT_SECONDS, "Seconds since a running Dask span appeared"),
 )
 
 #: ``otel_spans.outcome`` values of ``otel_spans.records`` (see the export pipeline's
@@ -70,6 +76,8 @@ class MetricsState:
         #: metric -> most series the SDK folded into its overflow point at one collection.
         self._folded: dict[str, int] = {}
         self._sums: dict[str, dict[Attrs, float]] = defaultdict(dict)
+        #: Gauge series of the last complete reading (replaced as a whole).
+        self._gauges: dict[str, dict[Attrs, float]] = {}
         self._lock = threading.Lock()
         #: (tags, prefix) -> labels, for the per-task path (bounded by Dask's own spans).
         self._task_labels: dict[tuple[tuple[str, ...], str], Attrs] = {}
@@ -89,7 +97,7 @@ class MetricsState:
         out: list[tuple[str, str]] = []
         if tags is not None:
             name = "/".join(tags)[:MAX_LABEL_LENGTH]
-            out.append((semconv.ATTR_SPAN_NAME, self.span_names(name)))
+            out.append((semconv.DASK_SPAN_NAME, self.span_names(name)))
             root = tags[0][:MAX_LABEL_LENGTH] if tags else ""
             out.append((semconv.ATTR_SPAN_ROOT, self.span_names(root)))
         for key, value in attributes:
@@ -113,6 +121,21 @@ class MetricsState:
         with self._lock:
             return list(self._sums.get(metric, {}).items())
 
+    def set_gauges(self, values: Iterable[GaugeValue]) -> None:
+        """Replace every gauge series by ``values``: series of exported spans vanish."""
+        gauges: dict[str, dict[Attrs, float]] = defaultdict(dict)
+        for value in values:
+            attrs = self.labels(value.tags, value.attributes)
+            series = gauges[value.metric]
+            # two spans whose names fold into (overflow) add up
+            series[attrs] = series.get(attrs, 0.0) + value.value
+        with self._lock:
+            self._gauges = dict(gauges)
+
+    def read_gauge(self, metric: str) -> list[tuple[Attrs, float]]:
+        with self._lock:
+            return list(self._gauges.get(metric, {}).items())
+
     def observed(self, metric: str, series: int) -> None:
         """One collection reported ``series`` series of ``metric``: the SDK keeps
         ``series_limit`` of them and folds the rest into one overflow point. Counted here,
@@ -133,7 +156,7 @@ class MetricsState:
 
     def overflow(self) -> dict[str, int]:
         return {
-            semconv.ATTR_SPAN_NAME: self.span_names.overflowed,
+            semconv.DASK_SPAN_NAME: self.span_names.overflowed,
             semconv.ATTR_TASK_PREFIX: self.prefixes.overflowed,
             semconv.LIMITED_SERIES: sum(self._folded.values()),
         }
@@ -142,6 +165,19 @@ class MetricsState:
 def _observe(state: MetricsState, metric: str) -> Callable[[CallbackOptions], list[Observation]]:
     def callback(options: CallbackOptions) -> list[Observation]:
         observations = [Observation(value, dict(attrs)) for attrs, value in state.read(metric)]
+        state.observed(metric, len(observations))
+        return observations
+
+    return callback
+
+
+def _observe_gauge(
+    state: MetricsState, metric: str
+) -> Callable[[CallbackOptions], list[Observation]]:
+    def callback(options: CallbackOptions) -> list[Observation]:
+        observations = [
+            Observation(value, dict(attrs)) for attrs, value in state.read_gauge(metric)
+        ]
         state.observed(metric, len(observations))
         return observations
 
@@ -162,6 +198,10 @@ class Instruments:
             meter.create_observable_counter(
                 name, callbacks=[_observe(state, name)], unit=unit, description=description
             )
+        for name, unit, description in GAUGES:
+            meter.create_observable_gauge(
+                name, callbacks=[_observe_gauge(state, name)], unit=unit, description=description
+            )
         if state.settings.cpu_hour_price is not None:
             meter.create_observable_counter(
                 semconv.M_SPAN_COST,
@@ -172,7 +212,7 @@ class Instruments:
         self._histograms: dict[str, Histogram] = {
             semconv.M_WORKFLOW_EFFICIENCY: meter.create_histogram(
                 semconv.M_WORKFLOW_EFFICIENCY,
-                unit=semconv.UNIT_ONE,
+                unit=semconv.UNIT_RATIO,
                 description="Share of the thread time available to a workflow its tasks used",
                 explicit_bucket_boundaries_advisory=EFFICIENCY_BUCKETS,
             ),
@@ -206,19 +246,19 @@ class Instruments:
         meter.create_observable_counter(
             semconv.M_RECORDS,
             callbacks=[records_cb],
-            unit=semconv.UNIT_ONE,
+            unit=semconv.UNIT_RECORDS,
             description="Telemetry records of otel-spans by signal and outcome",
         )
         meter.create_observable_counter(
             semconv.M_OVERFLOW,
             callbacks=[overflow_cb],
-            unit=semconv.UNIT_ONE,
+            unit=semconv.UNIT_VALUES,
             description="Attribute values replaced by (overflow) to keep cardinality bounded",
         )
         meter.create_observable_counter(
             semconv.M_INTERNAL_ERRORS,
             callbacks=[errors_cb],
-            unit=semconv.UNIT_ONE,
+            unit=semconv.UNIT_ERRORS,
             description="Errors inside otel-spans caught before they reached Dask",
         )
 

@@ -27,6 +27,7 @@ from otel_spans.export.senders import make_request_sender
 from otel_spans.records import (
     CounterDelta,
     DeferredTask,
+    GaugeValue,
     GroupRecord,
     HistogramSample,
     LogEntry,
@@ -206,6 +207,10 @@ class Signals:
     def submit_deltas(self, deltas: Iterable[CounterDelta]) -> None:
         self.metric_state.add(deltas)
 
+    def submit_gauges(self, values: Iterable[GaugeValue]) -> None:
+        """The progress of every running span, replacing the previous reading."""
+        self.metric_state.set_gauges(values)
+
     def submit_sample(self, sample: HistogramSample) -> bool:
         return self.samples.submit(sample)
 
@@ -214,6 +219,15 @@ class Signals:
     ) -> None:
         """One finished task (on the event loop): a bisect and a few additions."""
         self.task_durations.record(
+            self.metric_state.task_labels(tags, prefix), seconds, trace_id, span_id
+        )
+
+    def task_exemplar(
+        self, tags: tuple[str, ...], prefix: str, seconds: float, trace_id: int, span_id: int
+    ) -> None:
+        """A task span exported after its task was counted (one of its group's slowest):
+        the duration histogram may point at it from now on."""
+        self.task_durations.exemplar(
             self.metric_state.task_labels(tags, prefix), seconds, trace_id, span_id
         )
 

@@ -76,6 +76,14 @@ class TaskDurationHistogram:
             if span_id:
                 series.exemplars[index] = (value, time.time_ns(), trace_id, span_id)
 
+    def exemplar(self, attrs: Attrs, value: float, trace_id: int, span_id: int) -> None:
+        """Point the bucket of ``value`` at a span, for a value already recorded."""
+        index = bisect.bisect_left(BOUNDS, value)
+        with self._lock:
+            series = self._series.get(attrs)
+            if series is not None and series.counts[index]:
+                series.exemplars[index] = (value, time.time_ns(), trace_id, span_id)
+
     def _points(self, temporality: AggregationTemporality, reader: int) -> list[HistogramDataPoint]:
         now = time.time_ns()
         with self._lock:

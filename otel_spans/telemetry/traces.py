@@ -33,9 +33,10 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
     """The attributes of a Dask span (see docs/telemetry.md)."""
     attrs: dict[str, AttrValue] = {
         semconv.DASK_SPAN_ID: record.uuid,
-        semconv.DASK_SPAN_NAME: record.tags,
+        semconv.DASK_SPAN_TAGS: record.tags,
+        semconv.DASK_SPAN_NAME: "/".join(record.tags),
         semconv.DASK_SPAN_DONE: record.done,
-        semconv.DASK_SPAN_TASKS: record.tasks,
+        semconv.DASK_SPAN_TASK_COUNT: record.tasks,
         semconv.DASK_SPAN_TASK_GROUPS: record.task_groups,
         semconv.DASK_SPAN_NBYTES: record.nbytes,
         semconv.DASK_SPAN_TASK_DURATION: record.task_duration,
@@ -43,7 +44,7 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
         semconv.DASK_SPAN_ENQUEUED: record.enqueued_ns,
     }
     for state, count in record.states:
-        attrs[semconv.DASK_SPAN_TASKS_PREFIX + state] = count
+        attrs[semconv.DASK_SPAN_TASK_STATES_PREFIX + state] = count
     if record.compute_start_ns:
         attrs[semconv.DASK_SPAN_COMPUTE_START] = record.compute_start_ns
     if record.continuation:
@@ -53,7 +54,7 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
     if record.code:  # already cut and redacted as configured (snapshots.code_snippets)
         first = record.code[0]
         if first.code:
-            attrs[semconv.DASK_SPAN_CODE] = first.code
+            attrs[semconv.DASK_SPAN_CODE_SNIPPET] = first.code
         attrs[semconv.DASK_SPAN_CODE_COUNT] = len(record.code)
         attrs[semconv.CODE_FILE_PATH] = first.filename
         attrs[semconv.CODE_LINE_NUMBER] = first.lineno
@@ -84,6 +85,7 @@ def _encode(
         limits=limits,
         status_code=status[0],
         status_message=status[1],
+        parent_remote=isinstance(record, SpanRecord) and record.parent_remote,
     )
 
 
@@ -115,7 +117,10 @@ def _events(records: tuple[EventRecord, ...]) -> list[WireEvent]:
 
 
 def _links(records: tuple[LinkRecord, ...]) -> list[WireLink]:
-    return [WireLink(link.trace_id, link.span_id, dict(link.attributes)) for link in records]
+    return [
+        WireLink(link.trace_id, link.span_id, dict(link.attributes), link.trace_flags, link.remote)
+        for link in records
+    ]
 
 
 def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
@@ -123,9 +128,9 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
     attrs: dict[str, AttrValue] = {
         semconv.DASK_TASK_GROUP_NAME: record.name,
         semconv.DASK_TASK_PREFIX: record.prefix,
-        semconv.DASK_TASK_GROUP_TASKS: record.tasks,
-        semconv.DASK_TASK_GROUP_TASKS_MEMORY: record.memory,
-        semconv.DASK_TASK_GROUP_TASKS_ERRED: record.erred,
+        semconv.DASK_TASK_GROUP_TASK_COUNT: record.tasks,
+        semconv.DASK_TASK_GROUP_TASK_STATES_MEMORY: record.memory,
+        semconv.DASK_TASK_GROUP_TASK_STATES_ERRED: record.erred,
         semconv.DASK_TASK_GROUP_NBYTES: record.nbytes,
         semconv.DASK_TASK_GROUP_WORKERS: record.workers,
         semconv.DASK_TASK_GROUP_TASK_SPANS_KEPT: record.task_spans_kept,

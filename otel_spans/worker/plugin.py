@@ -85,6 +85,7 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         #: What ``execute`` was before us, when it was already shadowed on the instance.
         self._shadowed: Execute | None = None
         self._internal_errors = 0
+        self._force_sampled = False
         self._error_log = Throttle(_ERROR_LOG_EVERY)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -101,6 +102,8 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
             )
 
         self._lease = worker_tracing.acquire(settings, resource)
+        # The scheduler exports an unsampled caller's workflow anyway: so do task spans.
+        self._force_sampled = not settings.traces.follow_caller_sampling
         self._shadowed = worker.__dict__.get("execute")
         self._wrapper = self._wrap(worker, worker.execute)
         setattr(worker, "execute", self._wrapper)  # noqa: B010 (mypy forbids method-assign)
@@ -168,6 +171,8 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         sc = context.task_span_context(key, ts.annotations or {}, ts.span_id)
         if sc is None:
             return None
+        if self._force_sampled and not sc.trace_flags.sampled:
+            sc = context.sampled(sc)
         run = worker_tracing.begin_run(sc.trace_id, sc.span_id)
         return ts, context.task_context(sc), run
 

@@ -91,6 +91,8 @@ class SpanLink(NamedTuple):
     trace_id: str
     span_id: str
     attributes: Attributes
+    #: W3C trace flags (bits 0-7) and the is-remote bits (8, 9) of the linked context.
+    flags: int = 0
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,7 @@ def flatten_spans(rec: ReceivedRequest) -> list[ReceivedSpan]:
                                 lk.trace_id.hex(),
                                 lk.span_id.hex(),
                                 decode_attributes(lk.attributes),
+                                lk.flags,
                             )
                             for lk in sp.links
                         ],

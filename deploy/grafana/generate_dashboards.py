@@ -474,6 +474,45 @@ def workflows_dashboard() -> dict[str, Any]:
         options=stat_options(),
     )
 
+    lay.row("Running now")
+    lay.add(
+        ts,
+        "Tasks of running spans, by state",
+        "Every Dask span not exported yet (dask.span.open.tasks, read every metrics"
+        " interval): its own tasks by current state, summed per workflow. A span's"
+        " series end when it is exported, so this row shows what runs now, for every"
+        " workflow of the job.",
+        [
+            target(
+                f"sum by (dask_span_root, dask_task_state) ({sel('dask_span_open_tasks', JOB)})",
+                instant=False,
+                legend="{{dask_span_root}} {{dask_task_state}}",
+            )
+        ],
+        w=14,
+        h=7,
+        unit="short",
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+    lay.add(
+        ts,
+        "Running spans: time since they started",
+        "dask.span.open.elapsed of every running Dask span; a line ends when its span"
+        " is exported.",
+        [
+            target(
+                f"max by (dask_span_name) ({sel('dask_span_open_elapsed_seconds', JOB)})",
+                instant=False,
+                legend="{{dask_span_name}}",
+            )
+        ],
+        w=10,
+        h=7,
+        unit="s",
+        options=timeseries_options(),
+    )
+
     lay.row("Spans")
     lay.add(
         table,

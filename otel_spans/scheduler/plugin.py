@@ -24,6 +24,7 @@ from tornado.ioloop import PeriodicCallback
 
 from otel_spans import config
 from otel_spans.config import Settings
+from otel_spans.scheduler import workflows_page
 from otel_spans.scheduler.callers import watch_submitting_tasks
 from otel_spans.scheduler.events import DaskEvents
 from otel_spans.scheduler.metrics_reader import MetricsReader
@@ -80,6 +81,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._internal_errors = 0
         self._error_log = Throttle(_ERROR_LOG_EVERY)
         self._unwatch: Callable[[], None] = lambda: None
+        #: The workflows page is routed once per scheduler (routes cannot be removed).
+        self._page_served = False
         #: The pipelines after close(): their final counters stay readable in stats().
         self._closed_signals: Signals | None = None
 
@@ -131,6 +134,8 @@ class OtelSpansPlugin(SchedulerPlugin):
             scheduler, settings, signals.submit_log, self._tracker.identity, task_groups
         )
         scheduler.handlers["otel_spans_stats"] = self.stats
+        if not self._page_served:
+            self._page_served = workflows_page.register(scheduler)
         self._unwatch = watch_submitting_tasks(scheduler)
         self._callbacks = [
             PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000),

@@ -22,10 +22,11 @@ from __future__ import annotations
 import fnmatch
 import logging
 import time as _time
+from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distributed.metrics import time
 
@@ -47,6 +48,24 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("otel_spans")
 _SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
+
+
+#: Finished workflows remembered for the workflows page.
+MAX_FINISHED_ROOTS = 100
+
+
+class FinishedRoot(NamedTuple):
+    """A finished workflow, as the workflows page lists it."""
+
+    tags: tuple[str, ...]
+    trace_id: int
+    span_id: int
+    start_ns: int
+    end_ns: int
+    #: Its tasks by final state.
+    states: tuple[tuple[str, int], ...]
+    #: Whether its spans were exported (see parent-based sampling).
+    sampled: bool
 
 
 @dataclass(slots=True)
@@ -128,6 +147,8 @@ class SpanTracker:
         self._deferred: list[str] = []
         #: Dask spans not exported because their caller's trace is not sampled.
         self.unsampled = 0
+        #: The last finished workflows (root exports that were done), newest last.
+        self.finished_roots: deque[FinishedRoot] = deque(maxlen=MAX_FINISHED_ROOTS)
 
     def _trace_of(self, uuid: str) -> int | None:
         track = self.track_uuid(uuid)
@@ -151,6 +172,7 @@ class SpanTracker:
             self._changed,
             self._lingering,
             self._deferred,
+            self.finished_roots,
         ):
             state.clear()
         self.callers.clear()
@@ -416,6 +438,18 @@ class SpanTracker:
             seconds = (record.end_ns - record.start_ns) / 1e9
             signals.submit_sample(
                 HistogramSample(semconv.M_SPAN_DURATION, track.tags, (), seconds, trace_id, span_id)
+            )
+        if done and track.is_root:
+            self.finished_roots.append(
+                FinishedRoot(
+                    track.tags,
+                    track.trace_id,
+                    track.otel_span_id,
+                    record.start_ns,
+                    record.end_ns,
+                    record.states,
+                    sampled,
+                )
             )
         track.exports += 1
         track.last_span_id = record.span_id

@@ -377,7 +377,8 @@ class SpanTracker:
         re-checked whenever any of its descendants had a transition: with 1,000
         sub-spans that is 1,000 groups per check. Here a span is done when its own
         groups are, and each child is: a child that is no longer open was exported
-        done (any later transition would have reopened it), a child outside
+        done (any later transition would have reopened it) unless shutdown exported it
+        unfinished, a child outside
         ``changed`` had no transition since it was last checked, and only the other
         children are looked at again, once per poll (``memo``).
         """
@@ -389,6 +390,9 @@ class SpanTracker:
             if not result:
                 break
             if child.id not in self.open:
+                # exported: done unless it was exported unfinished (at shutdown)
+                child_track = self.tracks.get(child.id)
+                result = child_track is None or child_track.exported_at is not None
                 continue
             if child.id in changed:
                 result = self._done(child, changed, memo)

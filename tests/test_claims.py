@@ -27,18 +27,10 @@ from otel_spans.scheduler.slices import LOOP_BUDGET
 from otel_spans.telemetry.metrics import Instruments, MetricsState
 from tests.cluster import FAST, await_until, cluster_test, stats, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
+from tests.tasks import inc, wait_for
 
 
-def inc(x: int) -> int:
-    return x + 1
-
-
-def wait_for_event(name: str) -> None:
-    """A task that holds its dependents back until the test sets the event."""
-    assert Event(name).wait(timeout=60)
-
-
-def after(gate: None, x: int) -> int:
+def after(gate: int, x: int) -> int:
     return x + 1
 
 
@@ -335,7 +327,7 @@ async def test_the_poll_and_the_metrics_slice_hold_the_loop_5_ms_at_a_time(
             with span("burst"):
                 # Every task waits for the gate, so all 5,000 finish within moments
                 # of each other instead of as fast as the client submits them.
-                gate = client.submit(wait_for_event, gate_name, key="gate")
+                gate = client.submit(wait_for, gate_name, key="gate")
                 for i in range(n):
                     with span(f"s{i}"):
                         # a tuple key: its own task group, so its own Dask span

@@ -261,24 +261,26 @@ _DRIVER = """<script>
 </script></body>"""
 
 
+def chromium_command(tmp_path: Path, *args: str, window: str = "1200,900") -> list[str]:
+    """Headless Chromium, no sandbox (root), no network features, a throwaway profile."""
+    return [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--window-size={window}",
+        *args,
+    ]
+
+
 def chromium_dump(page: Path, tmp_path: Path) -> tuple[str, str]:
     result = subprocess.run(
-        [
-            str(CHROMIUM),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1200,900",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-            page.as_uri(),
-        ],
+        chromium_command(tmp_path, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()),
         capture_output=True,
         text=True,
         timeout=120,

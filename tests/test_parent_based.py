@@ -8,10 +8,8 @@ sampled (bit 0), and spans with a parent of our own say "local" (bit 8 without 9
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import dask.config
 import pytest
 from distributed import span as dask_span
 
@@ -19,6 +17,7 @@ import otel_spans
 from tests.cluster import FAST, await_until, cluster_test, stats, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan
+from tests.tasks import inc
 
 SAMPLED_TRACE, SAMPLED_SPAN = "a1" * 16, "b1" * 8
 UNSAMPLED_TRACE, UNSAMPLED_SPAN = "a2" * 16, "b2" * 8
@@ -31,14 +30,7 @@ LOCAL_PARENT = HAS_IS_REMOTE | SAMPLED_BIT
 REMOTE_PARENT = HAS_IS_REMOTE | IS_REMOTE | SAMPLED_BIT
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> Iterator[None]:
-    with dask.config.set({"otel-spans": {}}):
-        yield
-
-
-def inc(x: int) -> int:
-    return x + 1
+pytestmark = pytest.mark.usefixtures("default_otel_config")
 
 
 def config(receiver: OtlpReceiver, **more: Any) -> dict[str, Any]:

@@ -4,10 +4,8 @@ its finished stages in the trace before its root ends."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import dask.config
 import pytest
 from distributed import Event
 from distributed import span as dask_span
@@ -16,23 +14,12 @@ import otel_spans
 from tests.cluster import FAST, await_until, cluster_test, traced_cluster
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedMetricPoint
+from tests.tasks import inc, wait_for
 
 OPEN_TASKS, OPEN_ELAPSED = "dask.span.open.tasks", "dask.span.open.elapsed"
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> Iterator[None]:
-    with dask.config.set({"otel-spans": {}}):
-        yield
-
-
-def inc(x: int) -> int:
-    return x + 1
-
-
-def wait_for(name: str) -> int:
-    assert Event(name).wait(timeout=60)
-    return 1
+pytestmark = pytest.mark.usefixtures("default_otel_config")
 
 
 def total(parts: list[int]) -> int:

@@ -20,20 +20,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from distributed import Client, Event, Future
+from distributed import Client, Future
 from distributed import span as dask_span
 
 import otel_spans
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.ports import free_port, wait_until
 from tests.servers.rotel import RotelCollector
+from tests.tasks import wait_for
 
 SHUTDOWN_TIMEOUT_S = 5
-
-
-def wait_for(name: str) -> int:
-    Event(name).wait(timeout=120)
-    return 1
 
 
 @contextmanager

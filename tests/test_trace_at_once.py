@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 
 import dask.config
 import pytest
@@ -20,10 +19,7 @@ from tests.servers.otlp_receiver import OtlpReceiver
 TEMPLATE = "http://jaeger:16686/trace/{trace_id}?root={span_id}"
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> Iterator[None]:
-    with dask.config.set({"otel-spans": {}}):
-        yield
+pytestmark = pytest.mark.usefixtures("default_otel_config")
 
 
 def slow(seconds: float) -> float:

@@ -8,11 +8,9 @@ import json
 import subprocess
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import dask.config
 import pytest
 from distributed import Event
 
@@ -21,25 +19,14 @@ from otel_spans import ids
 from tests.cluster import FAST, await_until, cluster_test, traced_cluster
 from tests.requirements import require_file
 from tests.servers.otlp_receiver import OtlpReceiver
-from tests.test_html import CHROMIUM, parse
+from tests.tasks import inc, wait_for
+from tests.test_html import CHROMIUM, chromium_command, parse
 
 TEMPLATE = "http://jaeger:16686/trace/{trace_id}"
 HOSTILE = '<b>bold</b> & "quoted"'
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> Iterator[None]:
-    with dask.config.set({"otel-spans": {}}):
-        yield
-
-
-def inc(x: int) -> int:
-    return x + 1
-
-
-def wait_for(name: str) -> int:
-    assert Event(name).wait(timeout=60)
-    return 1
+pytestmark = pytest.mark.usefixtures("default_otel_config")
 
 
 def fetch(url: str) -> tuple[str, str]:
@@ -50,23 +37,19 @@ def fetch(url: str) -> tuple[str, str]:
 def chromium(url: str, tmp_path: Path) -> tuple[str, Path]:
     """The DOM Chromium builds from the page, and a screenshot of it."""
     shot = tmp_path / "workflows.png"
-    common = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--window-size=1100,420",
-    ]
+    window = "1100,420"
     dom = subprocess.run(
-        [*common, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
+        chromium_command(tmp_path, "--dump-dom", url, window=window),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     ).stdout
     subprocess.run(
-        [*common, f"--screenshot={shot}", url], capture_output=True, timeout=120, check=True
+        chromium_command(tmp_path, f"--screenshot={shot}", url, window=window),
+        capture_output=True,
+        timeout=120,
+        check=True,
     )
     return dom, shot
 

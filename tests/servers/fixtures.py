@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import dask.config
 import pytest
 
 from .otlp_receiver import OtlpReceiver
@@ -68,3 +69,11 @@ def prometheus() -> Iterator[PrometheusFactory]:
             server.stop()
             print(f"--- prometheus log ({server.log_path}) ---\n{server.log_text()[-20000:]}")
             server.close()
+
+
+@pytest.fixture
+def default_otel_config() -> Iterator[None]:
+    """The shipped ``otel-spans`` defaults, whatever the process's dask.config holds
+    (use with ``pytestmark = pytest.mark.usefixtures("default_otel_config")``)."""
+    with dask.config.set({"otel-spans": {}}):
+        yield

@@ -140,12 +140,39 @@ class TaskSettings:
     rules: tuple[TaskRule, ...]
 
 
+#: ``logs.python.level`` names, as the ``logging`` module numbers them.
+PYTHON_LOG_LEVELS: dict[str, int] = {
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARNING": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "CRITICAL": logging.CRITICAL,
+}
+
+
+@dataclass(frozen=True)
+class PythonLogSettings:
+    """Which records of Python's ``logging`` become OTel log records."""
+
+    #: Loggers (with their children) whose records are exported.
+    loggers: tuple[str, ...]
+    #: Lowest ``logging`` level exported; None: no Python log record is.
+    level: int | None
+    #: Most records exported per second and process; the rest are counted.
+    max_per_second: int
+
+    @property
+    def enabled(self) -> bool:
+        return self.level is not None and bool(self.loggers) and self.max_per_second > 0
+
+
 @dataclass(frozen=True)
 class LogSettings:
     target: ExportTarget
     topics: tuple[str, ...]
     exclude_topics: tuple[str, ...]
     erred_tasks: bool
+    python: PythonLogSettings
 
 
 @dataclass(frozen=True)
@@ -662,6 +689,33 @@ class _Resolver:
             topics=self.globs("logs.topics"),
             exclude_topics=self.globs("logs.exclude-topics"),
             erred_tasks=self.boolean("logs.erred-tasks", self.get("logs.erred-tasks")),
+            python=self.python_log_settings(),
+        )
+
+    def python_log_settings(self) -> PythonLogSettings:
+        level_key = "logs.python.level"
+        value = self.get(level_key)
+        allowed = ", ".join(PYTHON_LOG_LEVELS) + " or none"
+        if value is None or value is False:
+            level = None
+        elif isinstance(value, str) and value.strip().upper() in PYTHON_LOG_LEVELS:
+            level = PYTHON_LOG_LEVELS[value.strip().upper()]
+        elif isinstance(value, str) and value.strip().lower() == "none":
+            level = None
+        else:
+            raise self.fail(level_key, value, allowed)
+        loggers_key = "logs.python.loggers"
+        loggers = self.get(loggers_key)
+        if not isinstance(loggers, list) or not all(
+            isinstance(name, str) and name.strip() for name in loggers
+        ):
+            raise self.fail(loggers_key, loggers, "a list of logger names such as [distributed]")
+        return PythonLogSettings(
+            loggers=tuple(name.strip() for name in loggers),
+            level=level,
+            max_per_second=self.count(
+                "logs.python.max-per-second", self.get("logs.python.max-per-second")
+            ),
         )
 
     def metrics(self) -> MetricsSettings:

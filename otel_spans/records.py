@@ -214,7 +214,8 @@ class TaskRecord:
 
 @dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One log record: a Dask structured event, or the report of an erred task."""
+    """One log record: a Dask structured event, the report of an erred task, or a record
+    of Python's ``logging``."""
 
     time_ns: int
     severity_number: int
@@ -225,6 +226,8 @@ class LogEntry:
     event_name: str
     trace_id: int = 0
     span_id: int = 0
+    #: Instrumentation scope: the Python logger's name; "" for otel-spans' own scope.
+    scope: str = ""
 
 
 #: One ``startstops`` entry as the worker reported it: (action, start, stop, source),

@@ -51,6 +51,9 @@ DASK_SPAN_CODE_SNIPPET: Final = "dask.span.code.snippet"
 DASK_SPAN_CODE_COUNT: Final = "dask.span.code.count"
 CODE_FILE_PATH: Final = "code.file.path"
 CODE_LINE_NUMBER: Final = "code.line.number"
+#: On log records of Python's logging: the function that logged, and its thread.
+CODE_FUNCTION_NAME: Final = "code.function.name"
+THREAD_NAME: Final = "thread.name"
 
 DASK_SPAN_TASK_STATES_MEMORY: Final = "dask.span.task_states.memory"
 DASK_SPAN_TASK_STATES_ERRED: Final = "dask.span.task_states.erred"

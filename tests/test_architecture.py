@@ -49,13 +49,9 @@ RULES: dict[str, tuple[tuple[str, ...], str]] = {
         "what leaves the process knows nothing of Dask or of how records became signals",
     ),
     "worker": (
-        (
-            "otel_spans.scheduler",
-            "otel_spans.telemetry",
-            "otel_spans.report",
-            "otel_spans.analysis",
-        ),
-        "the worker side shares only the vocabulary and the exporters",
+        ("otel_spans.scheduler", "otel_spans.report", "otel_spans.analysis"),
+        "the worker side shares the vocabulary, records -> OTel and the exporters, "
+        "never the scheduler side",
     ),
     "analysis": (
         (

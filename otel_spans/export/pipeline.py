@@ -47,6 +47,8 @@ class PipelineStats:
     too_large: int
     #: Still queued, or being sent, when shutdown's deadline passed.
     unsent: int
+    #: Refused before the queue by a producer's own rate limit (a storm of Python logs).
+    suppressed: int
     queued: int
     #: In the batch the exporter thread is sending right now.
     sending: int
@@ -54,7 +56,7 @@ class PipelineStats:
     @property
     def lost(self) -> int:
         """Records that never reached the backend (``rejected`` items did reach it)."""
-        return self.dropped + self.failed + self.too_large + self.unsent
+        return self.dropped + self.failed + self.too_large + self.unsent + self.suppressed
 
     def as_dict(self) -> dict[str, int | str]:
         return {**asdict(self), "lost": self.lost}
@@ -69,10 +71,12 @@ class ExportPipeline(Generic[R]):
     ``stop`` aborts what ``send`` is doing (e.g. the exporter's retry back-off) and is
     called once at close.
 
-    There is one producer, the scheduler's event loop, and :meth:`submit` takes no
-    lock: a ``deque`` append is atomic, the producer alone writes the submit-side
+    The main producer, the scheduler's event loop, calls :meth:`submit`, which takes
+    no lock: a ``deque`` append is atomic, the producer alone writes the submit-side
     counters and the exporter thread alone writes the send-side ones. The loop can
     therefore never wait for the exporter thread, whatever that thread is doing.
+    Producers on other threads each get a :class:`ThreadProducer` with counters of its
+    own (:meth:`producer`), so no counter is ever written by two threads.
     """
 
     def __init__(
@@ -101,6 +105,7 @@ class ExportPipeline(Generic[R]):
         self._rejected = self._too_large = 0  # by the exporter thread only
         self._unsent = 0  # by close() only
         self._drop_warnings = Throttle(_WARN_EVERY)
+        self._producers: list[ThreadProducer[R]] = []
         self._thread = threading.Thread(
             target=self._run, name=f"otel-spans-{signal}-exporter", daemon=True
         )
@@ -115,10 +120,25 @@ class ExportPipeline(Generic[R]):
             self._dropped += 1
             self._warn_dropped()
             return False
-        items.append(record)
+        items.append(record)  # _append's body, inline: this is the event loop's hot path
         if len(items) >= self._batch_size and not self._wake.is_set():
             self._wake.set()
         return True
+
+    def _full(self) -> bool:
+        return self._closing or len(self._items) >= self._queue_size
+
+    def _append(self, record: R) -> None:
+        items = self._items
+        items.append(record)
+        if len(items) >= self._batch_size and not self._wake.is_set():
+            self._wake.set()
+
+    def producer(self) -> ThreadProducer[R]:
+        """A producer for one other thread (or for callers that serialize themselves)."""
+        producer = ThreadProducer(self)
+        self._producers.append(producer)
+        return producer
 
     def _warn_dropped(self) -> None:
         self._drop_warnings.log(
@@ -126,20 +146,22 @@ class ExportPipeline(Generic[R]):
             "otel-spans: %s queue full (%d); %d records dropped so far",
             self.signal,
             self._queue_size,
-            self._dropped,
+            self._dropped + sum(p.dropped for p in self._producers),
         )
 
     def stats(self) -> PipelineStats:
         """A reading of the counters (each exact; taken without stopping the others)."""
+        producers = self._producers
         return PipelineStats(
             signal=self.signal,
-            submitted=self._submitted,
+            submitted=self._submitted + sum(p.submitted for p in producers),
             exported=self._exported,
-            dropped=self._dropped,
+            dropped=self._dropped + sum(p.dropped for p in producers),
             failed=self._failed,
             rejected=self._rejected,
             too_large=self._too_large,
             unsent=self._unsent,
+            suppressed=sum(p.suppressed for p in producers),
             queued=len(self._items),
             sending=self._sending,
         )
@@ -203,15 +225,45 @@ class ExportPipeline(Generic[R]):
             logger.warning(
                 "otel-spans: %s: %d records never reached the backend (%d dropped on a "
                 "full queue, %d failed to export, %d too large to send, %d unsent at "
-                "shutdown)",
+                "shutdown, %d suppressed by a rate limit)",
                 self.signal,
                 stats.lost,
                 stats.dropped,
                 stats.failed,
                 stats.too_large,
                 stats.unsent,
+                stats.suppressed,
             )
         return stats
+
+
+class ThreadProducer(Generic[R]):
+    """Submits to a pipeline from a thread other than its main producer's.
+
+    The queue bound holds (give or take one record per producer racing on it: the
+    check and the append are two steps). Callers serialize their own calls, as a
+    ``logging.Handler`` does around ``emit``; the counters are this producer's alone.
+    """
+
+    def __init__(self, pipeline: ExportPipeline[R]):
+        self._pipeline = pipeline
+        self.submitted = self.dropped = self.suppressed = 0
+
+    def submit(self, record: R) -> bool:
+        """Queue one record; False (and counted) when the queue is full or closed."""
+        pipeline = self._pipeline
+        self.submitted += 1
+        if pipeline._full():
+            self.dropped += 1
+            pipeline._warn_dropped()
+            return False
+        pipeline._append(record)
+        return True
+
+    def suppress(self) -> None:
+        """Count a record refused before it was built (the producer's own rate limit)."""
+        self.submitted += 1
+        self.suppressed += 1
 
 
 def call_with_deadline(function: Callable[[], object], timeout: float) -> bool:

@@ -372,6 +372,20 @@ class RequestEncoder:
     def request(self, spans: Iterable[bytes]) -> bytes:
         """An ``ExportTraceServiceRequest`` of ``spans``, or, given encoded log records,
         the ``ExportLogsServiceRequest`` of them (the two are numbered alike)."""
-        scope_spans = self._scope + b"".join(_message(_SCOPE_SPANS_SPAN, s) for s in spans)
-        resource_spans = self._resource + _message(_RESOURCE_SPANS_SCOPE_SPANS, scope_spans)
+        return self.scoped_request([(self._scope, spans)])
+
+    def scoped_request(self, scopes: Iterable[tuple[bytes, Iterable[bytes]]]) -> bytes:
+        """One request of several scopes: (encoded scope or b"" for ours, its items)."""
+        resource_spans = self._resource + b"".join(
+            _message(
+                _RESOURCE_SPANS_SCOPE_SPANS,
+                (scope or self._scope) + b"".join(_message(_SCOPE_SPANS_SPAN, s) for s in items),
+            )
+            for scope, items in scopes
+        )
         return _message(_REQUEST_RESOURCE_SPANS, resource_spans)
+
+
+def scope(name: str) -> bytes:
+    """An encoded instrumentation scope of ``name`` (for :meth:`RequestEncoder.scoped_request`)."""
+    return _message(_SCOPE_SPANS_SCOPE, _message(_SCOPE_NAME, name.encode()))

@@ -134,18 +134,33 @@ class DaskEvents:
         """Trace and span ids for an event that names a task key or a Dask span; else 0s."""
         if not isinstance(msg, dict):
             return 0, 0
-        identity = None
-        key = msg.get("key")
-        if key is not None:
-            try:
-                ts = self._scheduler.tasks.get(key)
-            except TypeError:  # an unhashable "key"
-                ts = None
-            if ts is not None and ts.group is not None and ts.group.span_id:
-                identity = self._identity(ts.group.span_id)
+        identity = self._identity_of_key(msg.get("key"))
         uuid = msg.get("span_id")
         if identity is None and isinstance(uuid, str):
             identity = self._identity(uuid)
         if identity is None:
             return 0, 0
         return identity.trace_id, identity.otel_span_id
+
+    def about(self, value: object) -> tuple[int, int] | None:
+        """The trace and span ids of the Dask span a task key or span id names, if tracked.
+
+        For Python log records, from whichever thread logged: dict lookups only.
+        """
+        identity = self._identity_of_key(value)
+        if identity is None and isinstance(value, str):
+            identity = self._identity(value)
+        if identity is None:
+            return None
+        return identity.trace_id, identity.otel_span_id
+
+    def _identity_of_key(self, key: Any) -> SpanIdentity | None:
+        if key is None:
+            return None
+        try:
+            ts = self._scheduler.tasks.get(key)
+        except TypeError:  # an unhashable "key"
+            return None
+        if ts is not None and ts.group is not None and ts.group.span_id:
+            return self._identity(ts.group.span_id)
+        return None

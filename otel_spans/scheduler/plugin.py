@@ -8,7 +8,8 @@ The work itself is in one module per job:
   continuations, export;
 * :mod:`~otel_spans.scheduler.task_groups` — task groups and sampled task runs;
 * :mod:`~otel_spans.scheduler.metrics_reader` — the metrics tick;
-* :mod:`~otel_spans.scheduler.events` — Dask events as log entries;
+* :mod:`~otel_spans.scheduler.events` — Dask events as log entries (and what a key or
+  span id named in a Python log record means);
 * :mod:`~otel_spans.scheduler.callers` — the caller's context from ``update_graph``.
 """
 
@@ -133,6 +134,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._events = DaskEvents(
             scheduler, settings, signals.submit_log, self._tracker.identity, task_groups
         )
+        signals.export_python_logs(self._events.about)
         scheduler.handlers["otel_spans_stats"] = self.stats
         if not self._page_served:
             self._page_served = workflows_page.register(scheduler)

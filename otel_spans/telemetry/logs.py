@@ -10,11 +10,14 @@ event per client call, and the SDK's encoder cost several times more per record.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from otel_spans.config import RecordLimits
+from otel_spans.config import RecordLimits, Settings
 from otel_spans.export import wire
+from otel_spans.export.outcome import Delivery, deliver
+from otel_spans.export.pipeline import ExportPipeline
+from otel_spans.export.senders import make_request_sender
 from otel_spans.records import LogEntry
 
 _MAX_DEPTH = 4
@@ -61,4 +64,54 @@ def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
         trace_id=entry.trace_id,
         span_id=entry.span_id,
         event_name=entry.event_name,
+    )
+
+
+class LogEncoder:
+    """Log entries as one ``ExportLogsServiceRequest``: a scope per Python logger, the
+    others under otel-spans' own scope (so a backend shows which logger said it)."""
+
+    def __init__(
+        self, resource_attributes: Mapping[str, object], scope_name: str, limits: RecordLimits
+    ):
+        self._encoder = wire.RequestEncoder(resource_attributes, scope_name)
+        self._limits = limits
+        #: Encoded scopes by logger name (a handful: the loggers of one library).
+        self._scopes: dict[str, bytes] = {}
+
+    def request(self, batch: Sequence[LogEntry]) -> bytes:
+        by_scope: dict[str, list[bytes]] = {}
+        for entry in batch:
+            by_scope.setdefault(entry.scope, []).append(log_record(entry, self._limits))
+        return self._encoder.scoped_request(
+            (self._scope(name), records) for name, records in by_scope.items()
+        )
+
+    def _scope(self, name: str) -> bytes:
+        if not name:
+            return b""
+        encoded = self._scopes.get(name)
+        if encoded is None:
+            if len(self._scopes) >= _MAX_ITEMS:
+                self._scopes.clear()
+            encoded = self._scopes[name] = wire.scope(name)
+        return encoded
+
+
+def log_pipeline(
+    settings: Settings, resource_attributes: Mapping[str, object], *, role: str, scope_name: str
+) -> ExportPipeline[LogEntry]:
+    """The bounded pipeline that sends one process's log entries to ``logs``' target."""
+    sender = make_request_sender(settings.logs.target, signal="logs", role=role)
+    encoder = LogEncoder(resource_attributes, scope_name, settings.record_limits)
+
+    def send(batch: list[LogEntry]) -> Delivery:
+        return deliver(batch, encoder.request, sender.send)
+
+    return ExportPipeline(
+        "logs",
+        send,
+        sender.shutdown,
+        queue_size=settings.queue_size,
+        batch_size=settings.batch_size,
     )

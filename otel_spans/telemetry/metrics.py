@@ -52,7 +52,19 @@ GAUGES: tuple[tuple[str, str, str], ...] = (
 
 #: ``otel_spans.outcome`` values of ``otel_spans.records`` (see the export pipeline's
 #: counters: ``rejected`` counts items a collector's partial success rejected).
-OUTCOMES = ("submitted", "exported", "dropped", "failed", "rejected", "too_large", "unsent")
+OUTCOMES = (
+    "submitted",
+    "exported",
+    "dropped",
+    "failed",
+    "rejected",
+    "too_large",
+    "unsent",
+    "suppressed",
+)
+
+#: ``otel_spans.signal`` values of ``otel_spans.records``: the export pipelines.
+PIPELINES = ("traces", "observations", "logs")
 
 EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
@@ -226,7 +238,9 @@ class Instruments:
 
         def records_cb(options: CallbackOptions) -> list[Observation]:
             out = []
-            for signal, counters in self_stats().items():
+            stats = self_stats()
+            for signal in PIPELINES:
+                counters = stats.get(signal)
                 if not isinstance(counters, Mapping):
                     continue
                 for outcome in OUTCOMES:

@@ -34,7 +34,7 @@ from otel_spans.records import (
     SpanRecord,
     TaskRecord,
 )
-from otel_spans.telemetry import logs, traces
+from otel_spans.telemetry import logs, python_logs, traces
 from otel_spans.telemetry.metrics import Instruments, MetricsState
 from otel_spans.telemetry.task_histogram import TaskDurationHistogram
 
@@ -79,6 +79,8 @@ class Signals:
         self._init_traces(role)
         self._init_metrics(role)
         self._init_logs(role)
+        #: Records of Python's logging go out with the logs (see export_python_logs).
+        self.python_logs: python_logs.PythonLogs | None = None
 
     # -- traces ------------------------------------------------------------------------
     def _init_traces(self, role: str) -> None:
@@ -136,26 +138,27 @@ class Signals:
 
     # -- logs --------------------------------------------------------------------------
     def _init_logs(self, role: str) -> None:
-        self._log_sender = make_request_sender(self.settings.logs.target, signal="logs", role=role)
-        encoder = self._request_encoder()
-        limits = self.settings.record_limits
-
-        def encode_logs(batch: Sequence[LogEntry]) -> bytes:
-            return encoder.request([logs.log_record(entry, limits) for entry in batch])
-
-        def send_logs(batch: list[LogEntry]) -> Delivery:
-            return deliver(batch, encode_logs, self._log_sender.send)
-
-        self.logs: ExportPipeline[LogEntry] = ExportPipeline(
-            "logs",
-            send_logs,
-            self._log_sender.shutdown,
-            queue_size=self.settings.queue_size,
-            batch_size=self.settings.batch_size,
+        self.logs: ExportPipeline[LogEntry] = logs.log_pipeline(
+            self.settings, self.resource.attributes, role=role, scope_name=semconv.SCOPE_NAME
         )
 
     def submit_log(self, entry: LogEntry) -> bool:
         return self.logs.submit(entry)
+
+    def export_python_logs(self, about: python_logs.About) -> None:
+        """Records of Python's logging (``logs.python``) into the logs pipeline, from
+        whichever thread logs them; ``about`` names what a task key or span id means."""
+        settings = self.settings
+        if not (settings.logs.python.enabled and settings.logs.target.enabled):
+            return
+        sink = python_logs.PythonLogs(
+            settings.logs.python,
+            self.logs.producer(),
+            about,
+            exception_messages=settings.capture.exceptions == "message",
+        )
+        if python_logs.attach(sink):
+            self.python_logs = sink
 
     # -- metrics -----------------------------------------------------------------------
     def _init_metrics(self, role: str) -> None:
@@ -248,6 +251,7 @@ class Signals:
             "traces": self.spans.stats().as_dict(),
             "observations": self.samples.stats().as_dict(),
             "logs": self.logs.stats().as_dict(),
+            "python_logs": self.python_logs.stats() if self.python_logs else {"active": False},
             "internal_errors": self._loop_errors() + self._export_errors,
         }
         metric_exports = self._metric_export_counts()
@@ -266,6 +270,8 @@ class Signals:
     def close(self, timeout: float) -> None:
         """Flush and stop everything within about ``timeout`` seconds in all."""
         share = timeout / 4
+        if self.python_logs is not None:
+            python_logs.detach(self.python_logs)
         self.spans.close(share)
         self.logs.close(share)
         self.samples.close(share)

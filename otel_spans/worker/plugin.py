@@ -50,6 +50,7 @@ from otel_spans import context, semconv
 from otel_spans.config import Settings
 from otel_spans.export.resource import build_resource
 from otel_spans.throttle import Throttle
+from otel_spans.worker import logs as worker_logs
 from otel_spans.worker import tracing as worker_tracing
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
 
     def __init__(self) -> None:
         self._lease: worker_tracing.Lease | None = None
+        self._logs: worker_logs.LogLease | None = None
         self._wrapper: Execute | None = None
         #: What ``execute`` was before us, when it was already shadowed on the instance.
         self._shadowed: Execute | None = None
@@ -102,6 +104,9 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
             )
 
         self._lease = worker_tracing.acquire(settings, resource)
+        self._logs = worker_logs.acquire(
+            settings, lambda: resource().attributes, _task_span_of_key(worker)
+        )
         # The scheduler exports an unsampled caller's workflow anyway: so do task spans.
         self._force_sampled = not settings.traces.follow_caller_sampling
         self._shadowed = worker.__dict__.get("execute")
@@ -117,15 +122,20 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
             else:  # the class's method shows through again
                 del worker.execute
         self._wrapper = None
-        if lease is not None:
-            await asyncio.get_running_loop().run_in_executor(None, lease.release)
+        logs, self._logs = self._logs, None
+        for release in (logs.release if logs else None, lease.release if lease else None):
+            if release is not None:
+                await asyncio.get_running_loop().run_in_executor(None, release)
 
-    def stats(self) -> dict[str, int | str]:
-        """Export counters of this process's worker spans, and errors caught here."""
-        counts: dict[str, int | str] = {"provider": "none"}
+    def stats(self) -> dict[str, object]:
+        """Export counters of this process's worker spans and Python log records, and
+        errors caught here."""
+        counts: dict[str, object] = {"provider": "none"}
         if self._lease is not None:
             counts.update(self._lease.stats())
         counts["internal_errors"] = self._internal_errors
+        if self._logs is not None:
+            counts["python_logs"] = self._logs.stats()
         return counts
 
     # -- per task -----------------------------------------------------------------------------
@@ -183,6 +193,23 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
             "otel-spans: internal error around a task's execution (ignored)",
             exc_info=True,
         )
+
+
+def _task_span_of_key(worker: Worker) -> Callable[[object], tuple[int, int] | None]:
+    """What a Python log record naming a task key of ``worker`` is about: its task span."""
+    tasks = worker.state.tasks
+
+    def about(value: Any) -> tuple[int, int] | None:
+        try:
+            ts = tasks.get(value)
+        except TypeError:  # a tuple holding something unhashable
+            return None
+        if ts is None:
+            return None
+        sc = context.task_span_context(value, ts.annotations or {}, ts.span_id)
+        return None if sc is None else (sc.trace_id, sc.span_id)
+
+    return about
 
 
 # -- the preload ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from distributed import span
 
 from benchmarks.synthetic_trace import write as write_synthetic
 from tests.cluster import cluster_test, traced_cluster
+from tests.tasks import inc
 from tests.test_workflow_analysis import golden_graph
 
 
@@ -51,6 +52,38 @@ async def test_report_on_a_real_run_finds_the_golden_critical_path(tmp_path: Pat
     assert {"feature_a-0", "train-0"} <= names or any("feature_a" in str(n) for n in names)
     html = (tmp_path / "out" / "golden.html").read_text()
     assert "golden" in html and "feature_a" in html
+
+
+@cluster_test(90)
+async def test_counts_are_the_exported_totals_when_task_spans_are_sampled(tmp_path: Path) -> None:
+    """2 groups of 16 tasks, 5 task spans kept per group: every count says 16 and 32."""
+    config = {"otel-spans.directory": str(tmp_path), "otel-spans.traces.tasks.slowest": 5}
+    async with traced_cluster(config) as (client, _, _):
+        with span("sampled"):
+            for prefix in ("alpha", "beta"):
+                keys = [f"{prefix}-{i}" for i in range(16)]
+                assert await client.gather(client.map(inc, range(16), key=keys)) == list(
+                    range(1, 17)
+                )
+    result = run_report(str(tmp_path), "-o", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "32 tasks (2 task groups analysed)" in out, out
+    bottlenecks = [line for line in out.splitlines() if line.strip().startswith(("alpha", "beta"))]
+    assert len(bottlenecks) == 2 and all("(16 tasks," in line for line in bottlenecks), out
+    html = (tmp_path / "out" / "sampled.html").read_text()
+    assert "32 tasks" in html
+    assert html.count("16 tasks") >= 2  # each group's row
+    assert "1 task ·" not in html and ": 1 tasks," not in html  # a group labelled as one task
+    # the critical path's steps are groups (beta waits for nothing: one step)
+    assert "<p>1 task group, " in html
+    trace = json.loads((tmp_path / "out" / "sampled.perfetto.json").read_text())
+    counts = {
+        e["args"]["prefix"]: e["args"].get("tasks")
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X" and "prefix" in e.get("args", {})
+    }
+    assert counts == {"alpha": 16, "beta": 16}
 
 
 def test_report_scales_to_100k_spans_within_a_memory_bound(tmp_path: Path) -> None:

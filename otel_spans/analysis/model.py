@@ -76,6 +76,9 @@ class TaskRun:
     nbytes: int = 0
     #: Tags of the Dask span the task ran in, root first; empty when unknown.
     span_name: tuple[str, ...] = ()
+    #: Tasks this run stands for: 1 for a task's run; a whole task group's task count
+    #: when the analysis is group-level (task spans were sampled), so counts stay true.
+    count: int = 1
 
     def __post_init__(self) -> None:
         if self.end_ns < self.start_ns:
@@ -126,3 +129,8 @@ class Workflow:
     @property
     def wall_ns(self) -> int:
         return self.end_ns - self.start_ns
+
+    @property
+    def task_count(self) -> int:
+        """Tasks of the workflow, whatever the granularity of :attr:`tasks`."""
+        return sum(task.count for task in self.tasks)

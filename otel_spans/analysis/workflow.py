@@ -178,7 +178,7 @@ def analyse(
     """
     path = critical_path(workflow)
     durations = _durations_by_prefix(workflow.tasks)
-    ranked = _bottlenecks(durations, path)
+    ranked = _bottlenecks(durations, _counts_by_prefix(workflow.tasks), path)
     on_path = {share.name for share in path.prefixes}
     return Analysis(
         critical_path=path,
@@ -346,10 +346,22 @@ def bottlenecks(workflow: Workflow, path: CriticalPath | None = None) -> tuple[B
     """
     if path is None:
         path = critical_path(workflow)
-    return _bottlenecks(_durations_by_prefix(workflow.tasks), path)
+    return _bottlenecks(
+        _durations_by_prefix(workflow.tasks), _counts_by_prefix(workflow.tasks), path
+    )
 
 
-def _bottlenecks(durations: Mapping[str, list[int]], path: CriticalPath) -> tuple[Bottleneck, ...]:
+def _counts_by_prefix(tasks: Iterable[TaskRun]) -> dict[str, int]:
+    """Tasks per prefix: a group-level run counts its group's tasks."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.prefix] = counts.get(task.prefix, 0) + task.count
+    return counts
+
+
+def _bottlenecks(
+    durations: Mapping[str, list[int]], counts: Mapping[str, int], path: CriticalPath
+) -> tuple[Bottleneck, ...]:
     total_ns = sum(sum(values) for values in durations.values())
     on_path = {share.name: share for share in path.prefixes}
     ranked = []
@@ -359,7 +371,7 @@ def _bottlenecks(durations: Mapping[str, list[int]], path: CriticalPath) -> tupl
         ranked.append(
             Bottleneck(
                 prefix=prefix,
-                tasks=len(values),
+                tasks=counts[prefix],
                 seconds=seconds_ns / _NS_PER_S,
                 share=seconds_ns / total_ns if total_ns else 0.0,
                 critical_seconds=critical.seconds if critical else 0.0,

@@ -164,9 +164,18 @@ def _group_runs(groups: list[LoadedSpan]) -> tuple[TaskRun, ...]:
             start_ns=g.start_ns,
             end_ns=max(g.end_ns, g.start_ns),
             dependencies=tuple(name_of[sid] for _, sid, _ in g.links if sid in name_of),
+            state="erred" if _int(g, semconv.DASK_TASK_GROUP_TASK_STATES_ERRED, 0) else "memory",
+            # dask.task_group.tasks in files from otel-spans 0.1
+            count=_int(g, semconv.DASK_TASK_GROUP_TASK_COUNT, _int(g, "dask.task_group.tasks", 1)),
         )
         for g in groups
     )
+
+
+def _int(span: LoadedSpan, key: str, default: int) -> int:
+    """An integer attribute of an exported span; ``default`` when absent or malformed."""
+    value = span.attributes.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _threads(root: LoadedSpan, end: int) -> tuple[ThreadInterval, ...]:

@@ -312,6 +312,8 @@ class _Builder:
             "state": _text(task.state),
             "nbytes": task.nbytes,
         }
+        if task.count != 1:  # a task group standing for its tasks (sampled task spans)
+            args["tasks"] = task.count
         if task.span_name:
             args["span"] = _text(" / ".join(task.span_name))
         if critical:

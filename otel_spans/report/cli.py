@@ -63,7 +63,8 @@ def report(path: Path, out_dir: Path | None, *, stdout: TextIO, stderr: TextIO) 
         trace_file = target / f"{slug}.perfetto.json"
         html_file = target / f"{slug}.html"
         chrome.write(trace_file, built.workflow, analysis, built.spans)
-        html_file.write_text(html.render(built.workflow, analysis, built.spans), encoding="utf-8")
+        page = html.render(built.workflow, analysis, built.spans, granularity=built.granularity)
+        html_file.write_text(page, encoding="utf-8")
         print(f"  wrote {trace_file} (open in ui.perfetto.dev) and {html_file}\n", file=stdout)
     return 0
 

@@ -46,11 +46,15 @@ def render(
     max_spans: int = 150,
     max_rows: int = 25,
     max_path_rows: int = 300,
+    granularity: str = "tasks",
 ) -> str:
     """The report page for ``workflow`` and ``analyse(workflow)``.
 
     Parameters
     ----------
+    granularity
+        What the analysis's runs are: ``"tasks"``, or ``"task groups"`` when task spans
+        were sampled (each run then stands for its group and its task count).
     spans
         Dask spans as ``(tags root first, start_ns, end_ns)``; task groups are drawn
         under the span their tasks ran in.
@@ -67,7 +71,7 @@ def render(
     parts = [
         _header(workflow, analysis),
         _waterfall(workflow, analysis, spans, scale, max_groups, max_spans),
-        _critical_path(analysis, scale, max_path_rows),
+        _critical_path(analysis, scale, max_path_rows, granularity),
         _activity(analysis),
         _bottlenecks(analysis, max_rows),
         _stragglers(analysis, scale, max_rows),
@@ -180,7 +184,7 @@ def _groups(tasks: Sequence[TaskRun], scale: _Scale, limit: int) -> tuple[list[_
             )
         group.start_ns = min(group.start_ns, task.start_ns)
         group.end_ns = max(group.end_ns, task.end_ns)
-        group.tasks += 1
+        group.tasks += task.count
         group.compute_ns += task.compute_ns
         group.erred += task.state == "erred"
         if group.runs is not None:
@@ -255,7 +259,7 @@ def _header(workflow: Workflow, analysis: Analysis) -> str:
     idle = "n/a" if eff.idle_s is None else _seconds(eff.idle_s)
     of_wall = f"{path.length_s / path.wall_s * 100:.0f} % of wall" if path.wall_s else ""
     cards = [
-        ("Wall time", _seconds(eff.wall_s), f"{len(workflow.tasks):,} tasks"),
+        ("Wall time", _seconds(eff.wall_s), f"{workflow.task_count:,} tasks"),
         ("Parallel efficiency", _percent(eff.efficiency), f"idle threads {idle}"),
         ("Speedup", speedup, f"peak {eff.peak_threads} threads"),
         ("Critical path", _seconds(path.length_s), of_wall),
@@ -473,12 +477,13 @@ def _more(count: int, what: str) -> str:
     return f'<p class="note">{count:,} more {what} not shown.</p>' if count > 0 else ""
 
 
-def _critical_path(analysis: Analysis, scale: _Scale, max_rows: int) -> str:
+def _critical_path(analysis: Analysis, scale: _Scale, max_rows: int, granularity: str) -> str:
     path = analysis.critical_path
     if not path.steps:
         return '<section id="critical-path"><h2>Critical path</h2><p>No tasks ran.</p></section>'
+    steps_are = granularity.removesuffix("s") if len(path.steps) == 1 else granularity
     summary = (
-        f"<p>{len(path.steps):,} tasks, {_seconds(path.length_s)} long "
+        f"<p>{len(path.steps):,} {steps_are}, {_seconds(path.length_s)} long "
         f"({_seconds(path.compute_s)} compute, {_seconds(path.transfer_s)} transfers) "
         f"in {_seconds(path.wall_s)} of wall time; {_seconds(path.gap_s)} waiting "
         f"(scheduling, busy threads, {_seconds(path.tail_s)} after the last task).</p>"
@@ -518,7 +523,10 @@ def _critical_path(analysis: Analysis, scale: _Scale, max_rows: int) -> str:
     return (
         f'<section id="critical-path"><h2>Critical path</h2>{summary}'
         "<h3>Share of the path by prefix</h3>"
-        + _table([("", "prefix"), ("num", "tasks"), ("num", "time"), ("", "share of path")], shares)
+        + _table(
+            [("", "prefix"), ("num", granularity), ("num", "time"), ("", "share of path")],
+            shares,
+        )
         + "<h3>Steps</h3>"
         + _table(
             [

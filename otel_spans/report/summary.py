@@ -15,7 +15,8 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
     path = analysis.critical_path
     lines = [
         f"workflow {wf.name!r}  (trace {built.trace_id})",
-        f"  wall time {eff.wall_s:.3f}s, {len(wf.tasks)} {built.granularity} analysed",
+        f"  wall time {eff.wall_s:.3f}s, {wf.task_count} tasks"
+        f" ({len(wf.tasks)} {built.granularity} analysed)",
     ]
     if eff.efficiency is not None:
         lines.append(
@@ -56,7 +57,7 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
         for b in analysis.bottlenecks[:_TOP]:
             lines.append(
                 f"    {b.prefix[:40]:<40} {b.share:6.1%} | {b.critical_share:6.1%}"
-                f"  ({b.tasks} runs, {b.seconds:.3f}s)"
+                f"  ({b.tasks} tasks, {b.seconds:.3f}s)"
             )
     if analysis.stragglers:
         lines.append("  stragglers:")

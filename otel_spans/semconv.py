@@ -133,6 +133,20 @@ UNIT_VALUES: Final = "{value}"
 UNIT_ERRORS: Final = "{error}"
 
 #: Dask's metric units -> (execute metric, p2p metric, cluster metric, UCUM unit).
+#: This export's share of the Dask span's own worker metrics (context ``execute``, all
+#: prefixes), by Dask's unit and activity: ``dask.span.run.time.<activity>`` (seconds),
+#: ``.bytes.<activity>``, ``.count.<activity>``; the activity with every character
+#: other than a letter or a digit as ``_`` (``thread-cpu`` -> ``thread_cpu``).
+DASK_SPAN_RUN_TIME_PREFIX: Final = "dask.span.run.time."
+DASK_SPAN_RUN_BYTES_PREFIX: Final = "dask.span.run.bytes."
+DASK_SPAN_RUN_COUNT_PREFIX: Final = "dask.span.run.count."
+#: Dask's units -> the run breakdown's attribute prefix.
+DASK_SPAN_RUN_PREFIXES: Final = {
+    "seconds": DASK_SPAN_RUN_TIME_PREFIX,
+    "bytes": DASK_SPAN_RUN_BYTES_PREFIX,
+    "count": DASK_SPAN_RUN_COUNT_PREFIX,
+}
+
 DASK_UNITS: Final = {
     "seconds": (M_EXECUTE_TIME, M_P2P_TIME, M_CLUSTER_TIME, UNIT_SECONDS),
     "bytes": (M_EXECUTE_BYTES, M_P2P_BYTES, M_CLUSTER_BYTES, UNIT_BYTES),

@@ -114,6 +114,41 @@ def growth(
                 yield key, value - before
 
 
+def run_breakdown(
+    own: Mapping[Any, float], idle: float | None, exported: MutableMapping[str, float]
+) -> tuple[tuple[str, float], ...]:
+    """This export's share of a span's own worker metrics, as span attributes.
+
+    ``own`` is ``Span._cumulative_worker_metrics`` (the span's own share, not its
+    subtree's); ``idle``, for a root, its tree's "idle or other spans" seconds.
+    ``exported`` holds what earlier exports of the span carried, so a continuation
+    carries only its own run; it is updated. O(the span's own metric keys).
+    """
+    totals: dict[str, float] = {}
+    for key, value in list(own.items()):
+        if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
+            continue
+        prefix = semconv.DASK_SPAN_RUN_PREFIXES.get(str(key[3]))
+        if prefix is not None:
+            name = prefix + _attribute_part(str(key[2]))
+            totals[name] = totals.get(name, 0.0) + value
+    if idle is not None:
+        name = semconv.DASK_SPAN_RUN_TIME_PREFIX + _attribute_part(semconv.IDLE_ACTIVITY)
+        totals[name] = idle
+    out = []
+    for name, total in totals.items():
+        share = total - exported.get(name, 0.0)
+        exported[name] = total
+        if share > 0:
+            out.append((name, share))
+    return tuple(sorted(out))
+
+
+def _attribute_part(text: str) -> str:
+    """An activity as the last part of an attribute name: ``thread-cpu`` -> ``thread_cpu``."""
+    return "".join(c if c.isalnum() else "_" for c in text.lower())
+
+
 def live_cpu_seconds(span: Span) -> float:
     """``Span.active_cpu_seconds`` of a running span, up to its latest finished task.
 

@@ -96,6 +96,8 @@ class TrackedSpan:
     live_cpu: bool = True
     #: Cumulative values already handed over as counter deltas, by metric key.
     reported: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
+    #: Run-breakdown attributes of earlier exports, summed (see snapshots.run_breakdown).
+    run_exported: dict[str, float] = field(default_factory=dict)
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -527,6 +529,13 @@ class SpanTracker:
             )
             if full:
                 events += workflow.nthreads_events(intervals)
+        if full:
+            idle = None
+            if track.is_root and done:
+                idle = span.cumulative_worker_metrics.get(snapshots.IDLE_KEY, 0.0)
+            extra += snapshots.run_breakdown(
+                span._cumulative_worker_metrics, idle, track.run_exported
+            )
         return SpanRecord(
             uuid=span.id,
             tags=track.tags,

@@ -29,6 +29,8 @@ import yaml
 from dask.utils import parse_timedelta
 from opentelemetry.util.re import parse_env_headers
 
+from otel_spans.records import workflow_attributes
+
 NAMESPACE = "otel-spans"
 logger = logging.getLogger(__name__)
 _DEFAULTS_FILE = Path(__file__).with_name("otel-spans.yaml")
@@ -264,6 +266,8 @@ class Settings:
     logs: LogSettings
     capture: CaptureSettings = CaptureSettings()
     record_limits: RecordLimits = RecordLimits()
+    #: On every workflow's Dask spans (``workflow-attributes``), sorted by key.
+    workflow_attributes: tuple[tuple[str, str | bool | int | float], ...] = ()
 
     @property
     def code_snippet_length(self) -> int:
@@ -526,6 +530,13 @@ class _Resolver:
             )
         return dict(parse_env_headers(",".join(kept), liberal=True))
 
+    def attribute_map(self, key: str) -> tuple[tuple[str, str | bool | int | float], ...]:
+        value = self.get(key) or {}
+        try:
+            return workflow_attributes(dict(value) if isinstance(value, Mapping) else value)
+        except ValueError as e:
+            raise self.fail(key, value, f"a mapping of attribute names to values ({e})") from None
+
     def readable_file(self, key: str, value: Any) -> str:
         path = self.text(key, value)
         if not os.path.isfile(path):
@@ -564,7 +575,11 @@ class _Resolver:
                     f"{NAMESPACE}.{path}{key}: unknown key; "
                     f"allowed keys here: {', '.join(sorted(allowed))}"
                 )
-            if isinstance(allowed[key], dict) and key not in ("resource-attributes", "headers"):
+            if isinstance(allowed[key], dict) and key not in (
+                "resource-attributes",
+                "workflow-attributes",
+                "headers",
+            ):
                 if not isinstance(value, Mapping):
                     raise self.fail(f"{path}{key}", value, "a mapping")
                 self._check_keys(value, allowed[key], f"{path}{key}.")
@@ -584,6 +599,7 @@ class _Resolver:
             resource_attributes=self.string_map(
                 "resource-attributes", self.get("resource-attributes") or {}
             ),
+            workflow_attributes=self.attribute_map("workflow-attributes"),
             queue_size=self.integer("queue-size", self.get("queue-size"), minimum=1),
             batch_size=self.integer("batch-size", self.get("batch-size"), minimum=1),
             shutdown_timeout=self.duration("shutdown-timeout", self.get("shutdown-timeout")),

@@ -22,6 +22,7 @@ and :class:`TraceContextFilter` see it like any other span.
 from __future__ import annotations
 
 import functools
+import getpass
 import logging
 import os
 import re
@@ -38,6 +39,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_spans import ids, semconv
 from otel_spans.config import caller_link_default, format_trace_url, trace_url_template
+from otel_spans.records import workflow_attributes
 
 __all__ = [
     "CALLER_LINK_KEY",
@@ -283,33 +285,63 @@ def caller_annotation(
 
 @contextmanager
 def annotate_context(
-    traceparent: str | None = None, link: bool | None = None
+    traceparent: str | None = None,
+    link: bool | None = None,
+    attributes: Mapping[str, str | bool | int | float] | None = None,
 ) -> Iterator[str | None]:
     """Annotate tasks submitted inside with the caller's context; yields the traceparent.
 
-    Only the annotation: keep plain ``distributed.span`` inside it. A no-op (yielding
-    None) when there is no caller context. See :func:`caller_annotation`.
+    Only the annotation: keep plain ``distributed.span`` inside it. ``attributes`` (see
+    :func:`span`) are added to those of an enclosing annotation; ValueError when they
+    are not valid. A no-op (yielding None) when there is no caller context and no
+    attributes. See :func:`caller_annotation`.
     """
-    annotation = caller_annotation(traceparent, link)
-    if annotation is None:
+    annotation: dict[str, Any] = caller_annotation(traceparent, link) or {}
+    if attributes is not None:
+        outer = get_annotations().get(semconv.ANNOTATION)
+        merged = dict(outer.get("attributes") or {}) if isinstance(outer, Mapping) else {}
+        merged.update(workflow_attributes(dict(attributes)))
+        annotation["attributes"] = dict(workflow_attributes(merged))
+        user = _os_user()
+        if user:
+            annotation["user"] = user
+    if not annotation:
         yield None
         return
     with annotate(**{semconv.ANNOTATION: annotation}):
-        yield annotation["traceparent"]
+        yield annotation.get("traceparent")
+
+
+def _os_user() -> str | None:
+    """The client's OS user, recorded on the workflow's root span; None if unknown."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in the environment or the password database
+        return None
 
 
 @contextmanager
-def span(*tags: str, link: bool | None = None, traceparent: str | None = None) -> Iterator[str]:
+def span(
+    *tags: str,
+    link: bool | None = None,
+    traceparent: str | None = None,
+    attributes: Mapping[str, str | bool | int | float] | None = None,
+) -> Iterator[str]:
     """``distributed.span`` that also carries the caller's trace context to the cluster.
 
     Yields the Dask span id and nests exactly like ``distributed.span``. When an OTel
     span is active here (or ``traceparent`` is given, or ``TRACEPARENT`` is set), the
     tasks submitted inside are annotated so the root Dask span becomes a child of it
     in its trace, or with ``link=True`` a trace of its own linked to it.
+
+    ``attributes`` (``{"team": "risk", "pipeline": "nightly"}``) go on every Dask span
+    of the workflow, with the client's OS user on its root: who ran it, on a shared
+    cluster. Names outside ``dask.`` and ``otel_spans.``, values strings, booleans,
+    integers or floats, at most 32 (ValueError otherwise, here, before anything runs).
     """
     from distributed import span as dask_span
 
-    with annotate_context(traceparent, link), dask_span(*tags) as span_id:
+    with annotate_context(traceparent, link, attributes), dask_span(*tags) as span_id:
         tree = tree_trace(get_annotations())
         if tree is not None:
             _remember(span_id, tree[0], str(_span_ids(get_annotations())[0]))

@@ -29,6 +29,44 @@ class CodeSnippet:
 #: An attribute value as OTel accepts it.
 AttrValue = str | bool | int | float | tuple[str, ...]
 
+#: Most attributes a workflow may be given (``otel_spans.span(attributes=...)``,
+#: ``otel-spans.workflow-attributes``, the ``otel_spans`` annotation).
+MAX_WORKFLOW_ATTRIBUTES = 32
+#: Longest attribute key a workflow may be given.
+MAX_WORKFLOW_ATTRIBUTE_KEY = 128
+#: Key prefixes of otel-spans' own attributes, which a workflow's cannot replace.
+RESERVED_ATTRIBUTE_PREFIXES = ("dask.", "otel_spans.")
+
+
+def workflow_attributes(value: object) -> tuple[tuple[str, str | bool | int | float], ...]:
+    """User attributes of a workflow (``{"team": "risk"}``), checked; ValueError says why.
+
+    Keys: non-empty strings of at most 128 characters, outside ``dask.`` and
+    ``otel_spans.``; values: strings, booleans, integers or floats; at most 32.
+    """
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of attribute names to values, got {value!r}")
+    if len(value) > MAX_WORKFLOW_ATTRIBUTES:
+        raise ValueError(f"at most {MAX_WORKFLOW_ATTRIBUTES} attributes, got {len(value)}")
+    out = []
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or len(key) > MAX_WORKFLOW_ATTRIBUTE_KEY:
+            raise ValueError(
+                f"attribute name {key!r}: expected a non-empty string of at most "
+                f"{MAX_WORKFLOW_ATTRIBUTE_KEY} characters"
+            )
+        if key.startswith(RESERVED_ATTRIBUTE_PREFIXES):
+            raise ValueError(
+                f"attribute name {key!r}: names starting with "
+                f"{' or '.join(RESERVED_ATTRIBUTE_PREFIXES)} are otel-spans' own"
+            )
+        if not isinstance(item, str | bool | int | float):
+            raise ValueError(
+                f"attribute {key!r}: expected a string, boolean, integer or float, got {item!r}"
+            )
+        out.append((key, item))
+    return tuple(sorted(out))
+
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:

@@ -153,6 +153,11 @@ DASK_UNITS: Final = {
     "count": (M_EXECUTE_COUNT, M_P2P_COUNT, M_CLUSTER_COUNT, UNIT_EVENTS),
 }
 
+#: On every Dask span of a workflow: the Dask client id that submitted its first graph
+#: (roots only) and the OS user of the client (with otel_spans.span; roots only).
+DASK_CLIENT_ID: Final = "dask.client.id"
+DASK_CLIENT_USER: Final = "dask.client.user"
+
 # -- task-group spans (children of their Dask span, named by the task prefix) -----------
 DASK_TASK_GROUP_NAME: Final = "dask.task_group.name"
 DASK_TASK_GROUP_TASK_COUNT: Final = "dask.task_group.task_count"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from otel_spans import ids, semconv
 from otel_spans.context import parse_traceparent
+from otel_spans.records import workflow_attributes
 from otel_spans.scheduler.snapshots import root_of
 
 if TYPE_CHECKING:
@@ -62,6 +63,44 @@ def parse_caller(value: Any) -> Caller | None:
         return None
     trace_id, span_id, flags = parsed
     return Caller(trace_id, span_id, bool(value.get("link", False)), flags)
+
+
+#: Most workflows whose origin is remembered (oldest forgotten first).
+_MAX_ORIGINS = 10_000
+#: Most user attributes a workflow carries, however many graphs add some.
+MAX_ATTRIBUTES_PER_WORKFLOW = 32
+
+
+class Origin:
+    """Who started a workflow and what they said about it: on every span of its tree."""
+
+    __slots__ = ("attributes", "client", "user")
+
+    def __init__(self) -> None:
+        #: The Dask client id of the workflow's first graph.
+        self.client: str | None = None
+        #: The OS user of the client, when ``otel_spans.span`` sent it.
+        self.user: str | None = None
+        #: User attributes (``otel_spans.span(attributes=...)``, the annotation): the
+        #: first value given for a key wins.
+        self.attributes: dict[str, str | bool | int | float] = {}
+
+    def merge(self, value: dict[str, Any]) -> None:
+        """Take what an ``otel_spans`` annotation says; what is malformed is ignored."""
+        user = value.get("user")
+        if self.user is None and isinstance(user, str) and user:
+            self.user = user[:256]
+        given = value.get("attributes")
+        if given is None:
+            return
+        try:
+            pairs = workflow_attributes(given)
+        except ValueError:
+            return  # sent by a client, not checked there: never an error of the scheduler's
+        for key, item in pairs:
+            if len(self.attributes) >= MAX_ATTRIBUTES_PER_WORKFLOW:
+                break
+            self.attributes.setdefault(key, item)
 
 
 #: While the scheduler handles a client's ``update-graph`` message: the key of the task
@@ -121,12 +160,26 @@ class CallerContexts:
         self._trace_of = trace_of
         self._keep_task = keep_task
         self._callers: dict[str, Caller] = {}
+        #: Root Dask span uuid -> who started that workflow (bounded, oldest first).
+        self._origins: dict[str, Origin] = {}
 
     def get(self, uuid: str) -> Caller | None:
         return self._callers.get(uuid)
 
+    def origin(self, root_uuid: str) -> Origin | None:
+        return self._origins.get(root_uuid)
+
     def clear(self) -> None:
         self._callers.clear()
+        self._origins.clear()
+
+    def _origin_of(self, root_uuid: str) -> Origin:
+        origin = self._origins.get(root_uuid)
+        if origin is None:
+            origin = self._origins[root_uuid] = Origin()
+            if len(self._origins) > _MAX_ORIGINS:
+                del self._origins[next(iter(self._origins))]
+        return origin
 
     def adopt(
         self,
@@ -134,8 +187,10 @@ class CallerContexts:
         ext: SpansSchedulerExtension,
         annotations: Any,
         tasks: Iterable[Any],
+        client: str | None = None,
     ) -> None:
-        """Adopt the callers named by the ``otel_spans`` annotations of one graph.
+        """Adopt the callers named by the ``otel_spans`` annotations of one graph, and
+        note who started each new workflow (client, user, attributes).
 
         * a new *root* Dask span joins the caller's trace as its child (or, with
           ``link``, keeps its own trace and links to the caller);
@@ -149,23 +204,40 @@ class CallerContexts:
         task's own Dask span) that no annotation decided for hang under the task.
         """
         decided: set[str] = set()
+        if client is not None:
+            # The workflow's client: the first graph's, read from one task (O(1)).
+            for key in tasks:
+                first = self._span_of(scheduler, ext, key)
+                if first is not None:
+                    origin = self._origin_of(root_of(first).id)
+                    if origin.client is None:
+                        origin.client = str(client)[:256]
+                break
         by_key = (annotations or {}).get(semconv.ANNOTATION) or {}
         for key, value in by_key.items():
-            ts = scheduler.tasks.get(key)
-            if ts is None or ts.group is None or not ts.group.span_id:
+            span = self._span_of(scheduler, ext, key)
+            if span is None or span.id in decided:
                 continue
-            uuid = ts.group.span_id
-            if uuid in decided:
-                continue
-            decided.add(uuid)
-            span = ext.spans.get(uuid)
+            decided.add(span.id)
+            if isinstance(value, dict):
+                self._origin_of(root_of(span).id).merge(value)
             caller = parse_caller(value)
-            if span is None or caller is None:
+            if caller is None:
                 continue
             self._adopt(span, caller, decided)
         submitter = _submitting_task.get()
         if submitter is not None:
             self._adopt_submitter(scheduler, ext, submitter, tasks, decided)
+
+    @staticmethod
+    def _span_of(scheduler: Scheduler, ext: SpansSchedulerExtension, key: Any) -> Span | None:
+        try:
+            ts = scheduler.tasks.get(key)
+        except TypeError:  # an unhashable key in a malformed annotation
+            return None
+        if ts is None or ts.group is None or not ts.group.span_id:
+            return None
+        return ext.spans.get(ts.group.span_id)
 
     def _adopt_submitter(
         self,

@@ -246,7 +246,10 @@ class OtelSpansPlugin(SchedulerPlugin):
             tracker = self._tracker
             ext = tracker.extension() if tracker is not None else None
             if tracker is not None and ext is not None:
-                tracker.callers.adopt(scheduler, ext, annotations, tasks)
+                client = kwargs.get("client")
+                tracker.callers.adopt(
+                    scheduler, ext, annotations, tasks, client if isinstance(client, str) else None
+                )
         except Exception:
             self._internal_error("update_graph")
 

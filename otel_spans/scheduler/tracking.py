@@ -471,6 +471,21 @@ class SpanTracker:
             snapshots.cpu_delta(track.tags, track.reported, record.active_cpu_seconds)
         )
 
+    def _origin_attributes(self, span: Span, track: TrackedSpan) -> tuple[tuple[str, Any], ...]:
+        """The workflow's attributes (configured, then given: given win) on each of its
+        spans; who started it on its root. O(depth) for the root's uuid."""
+        origin = self.callers.origin(snapshots.root_of(span).id)
+        attributes = dict(self._settings.workflow_attributes)
+        out: tuple[tuple[str, Any], ...] = ()
+        if origin is not None:
+            attributes.update(origin.attributes)
+            if track.is_root:
+                if origin.client is not None:
+                    out += ((semconv.DASK_CLIENT_ID, origin.client),)
+                if origin.user is not None:
+                    out += ((semconv.DASK_CLIENT_USER, origin.user),)
+        return tuple(sorted(attributes.items())) + out
+
     def _record(self, span: Span, track: TrackedSpan, *, done: bool) -> SpanRecord:
         """Snapshot a Dask span; O(task groups in its subtree).
 
@@ -530,6 +545,7 @@ class SpanTracker:
             if full:
                 events += workflow.nthreads_events(intervals)
         if full:
+            extra += self._origin_attributes(span, track)
             idle = None
             if track.is_root and done:
                 idle = span.cumulative_worker_metrics.get(snapshots.IDLE_KEY, 0.0)

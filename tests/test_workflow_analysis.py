@@ -67,7 +67,8 @@ async def test_root_span_carries_critical_path_and_efficiency(otlp_receiver: Otl
     assert designed_path <= length < designed_path + 0.6  # plus scheduling gaps
     sequential = attrs["dask.workflow.sequential_time"]
     designed_work = sum(CHAIN.values()) + sum(FEATURES.values())
-    assert designed_work <= sequential < designed_work + 0.35  # sleep overshoot
+    # sleep overshoot: 9 tasks on 3 threads of a busy 2-core CI machine (0.53 s seen once)
+    assert designed_work <= sequential < designed_work + 0.8
     wall = (root.end_ns - root.start_ns) / 1e9
     assert attrs["dask.workflow.speedup"] == pytest.approx(sequential / wall, rel=1e-3)
     # 3 threads were available for the whole wall time, minus start-up noise

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from otel_spans import ids, semconv
 from otel_spans.context import parse_traceparent
-from otel_spans.records import workflow_attributes
-from otel_spans.scheduler.snapshots import root_of
+from otel_spans.records import MAX_WORKFLOW_ATTRIBUTES, workflow_attributes
+from otel_spans.scheduler.snapshots import root_of, span_uuid_of_key
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -67,8 +67,6 @@ def parse_caller(value: Any) -> Caller | None:
 
 #: Most workflows whose origin is remembered (oldest forgotten first).
 _MAX_ORIGINS = 10_000
-#: Most user attributes a workflow carries, however many graphs add some.
-MAX_ATTRIBUTES_PER_WORKFLOW = 32
 
 
 class Origin:
@@ -98,7 +96,8 @@ class Origin:
         except ValueError:
             return  # sent by a client, not checked there: never an error of the scheduler's
         for key, item in pairs:
-            if len(self.attributes) >= MAX_ATTRIBUTES_PER_WORKFLOW:
+            # however many graphs add some, a workflow carries at most this many
+            if len(self.attributes) >= MAX_WORKFLOW_ATTRIBUTES:
                 break
             self.attributes.setdefault(key, item)
 
@@ -231,13 +230,8 @@ class CallerContexts:
 
     @staticmethod
     def _span_of(scheduler: Scheduler, ext: SpansSchedulerExtension, key: Any) -> Span | None:
-        try:
-            ts = scheduler.tasks.get(key)
-        except TypeError:  # an unhashable key in a malformed annotation
-            return None
-        if ts is None or ts.group is None or not ts.group.span_id:
-            return None
-        return ext.spans.get(ts.group.span_id)
+        uuid = span_uuid_of_key(scheduler, key)
+        return ext.spans.get(uuid) if uuid is not None else None
 
     def _adopt_submitter(
         self,
@@ -247,10 +241,9 @@ class CallerContexts:
         tasks: Iterable[Any],
         decided: set[str],
     ) -> None:
-        sts = scheduler.tasks.get(submitter)
-        if sts is None or sts.group is None or not sts.group.span_id:
+        task_uuid = span_uuid_of_key(scheduler, submitter)
+        if task_uuid is None:
             return
-        task_uuid = sts.group.span_id
         trace_id = self._trace_of(task_uuid)
         if trace_id is None:
             return
@@ -258,9 +251,8 @@ class CallerContexts:
         caller = Caller(trace_id, span_id, False, remote=False)
         adopted = False
         for key in tasks:
-            ts = scheduler.tasks.get(key)
-            uuid = ts.group.span_id if ts is not None and ts.group is not None else None
-            if not uuid or uuid in decided:
+            uuid = span_uuid_of_key(scheduler, key)
+            if uuid is None or uuid in decided:
                 continue
             decided.add(uuid)
             span = ext.spans.get(uuid)

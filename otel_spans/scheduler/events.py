@@ -15,7 +15,7 @@ from distributed.metrics import time
 from otel_spans import semconv
 from otel_spans.config import Settings
 from otel_spans.records import LogEntry, ns
-from otel_spans.scheduler.snapshots import EXCEPTION_FIELDS
+from otel_spans.scheduler.snapshots import EXCEPTION_FIELDS, span_uuid_of_key
 from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
 
 if TYPE_CHECKING:
@@ -155,12 +155,5 @@ class DaskEvents:
         return identity.trace_id, identity.otel_span_id
 
     def _identity_of_key(self, key: Any) -> SpanIdentity | None:
-        if key is None:
-            return None
-        try:
-            ts = self._scheduler.tasks.get(key)
-        except TypeError:  # an unhashable "key"
-            return None
-        if ts is not None and ts.group is not None and ts.group.span_id:
-            return self._identity(ts.group.span_id)
-        return None
+        uuid = span_uuid_of_key(self._scheduler, key) if key is not None else None
+        return self._identity(uuid) if uuid is not None else None

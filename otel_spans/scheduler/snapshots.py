@@ -31,6 +31,17 @@ IDLE_KEY = ("execute", "N/A", semconv.IDLE_ACTIVITY, "seconds")
 EXCEPTION_FIELDS = frozenset({"exception", "exception_text", "traceback", "traceback_text"})
 
 
+def span_uuid_of_key(scheduler: Scheduler, key: Any) -> str | None:
+    """The uuid of the Dask span a task's group is in; None for a key that is unknown,
+    unhashable (keys named by messages and annotations are input) or in no span."""
+    try:
+        ts = scheduler.tasks.get(key)
+    except TypeError:
+        return None
+    group = ts.group if ts is not None else None
+    return group.span_id if group is not None and group.span_id else None
+
+
 def root_of(span: Span) -> Span:
     while span.parent is not None:
         span = span.parent

@@ -22,6 +22,8 @@ from otel_spans.records import LogEntry
 
 _MAX_DEPTH = 4
 _MAX_ITEMS = 100
+#: Encoded instrumentation scopes kept (one per Python logger: a handful in practice).
+_MAX_SCOPES = 100
 
 
 def _text(value: object, max_length: int) -> str:
@@ -92,7 +94,7 @@ class LogEncoder:
             return b""
         encoded = self._scopes.get(name)
         if encoded is None:
-            if len(self._scopes) >= _MAX_ITEMS:
+            if len(self._scopes) >= _MAX_SCOPES:
                 self._scopes.clear()
             encoded = self._scopes[name] = wire.scope(name)
         return encoded

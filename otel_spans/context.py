@@ -297,14 +297,21 @@ def annotate_context(
     attributes. See :func:`caller_annotation`.
     """
     annotation: dict[str, Any] = caller_annotation(traceparent, link) or {}
+    outer = get_annotations().get(semconv.ANNOTATION)
+    outer = outer if isinstance(outer, Mapping) else {}
     if attributes is not None:
-        outer = get_annotations().get(semconv.ANNOTATION)
-        merged = dict(outer.get("attributes") or {}) if isinstance(outer, Mapping) else {}
+        merged = dict(outer.get("attributes") or {})
         merged.update(workflow_attributes(dict(attributes)))
         annotation["attributes"] = dict(workflow_attributes(merged))
         user = _os_user()
         if user:
             annotation["user"] = user
+    elif annotation:
+        # This annotation replaces the enclosing one on the tasks submitted inside:
+        # what that one said about the workflow must still reach the scheduler.
+        for inherited in ("attributes", "user"):
+            if inherited in outer:
+                annotation[inherited] = outer[inherited]
     if not annotation:
         yield None
         return

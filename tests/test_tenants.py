@@ -41,6 +41,20 @@ def test_bad_attributes_fail_on_the_client_before_anything_runs(
         pytest.fail("the block must not run")
 
 
+def test_a_nested_span_that_names_a_caller_keeps_the_workflows_attributes() -> None:
+    """The inner span's annotation replaces the outer one on the tasks submitted inside:
+    the workflow's attributes and user must travel in it too."""
+    traceparent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    with (
+        otel_spans.span("workflow", attributes={"team": "risk"}),
+        otel_spans.span("stage", traceparent=traceparent),
+    ):
+        annotation = dask.get_annotations()["otel_spans"]
+    assert annotation["traceparent"] == traceparent
+    assert annotation["attributes"] == {"team": "risk"}
+    assert annotation["user"] == getpass.getuser()
+
+
 def test_bad_configured_attributes_name_the_key() -> None:
     with (
         dask.config.set({"otel-spans.workflow-attributes": {"team": {"nested": 1}}}),

@@ -31,6 +31,9 @@ from opentelemetry.util.re import parse_env_headers
 
 from otel_spans.records import workflow_attributes
 
+#: Most workflow attributes that become metric attributes (each multiplies the series).
+MAX_ATTRIBUTE_LABELS = 4
+
 NAMESPACE = "otel-spans"
 logger = logging.getLogger(__name__)
 _DEFAULTS_FILE = Path(__file__).with_name("otel-spans.yaml")
@@ -218,6 +221,10 @@ class MetricsSettings:
     settle: float
     cpu_hour_price: float | None
     currency: str
+    #: Workflow attributes (``team``, ``pipeline``) that are also metric attributes.
+    attribute_labels: tuple[str, ...] = ()
+    #: Distinct values each of them takes at most before ``(overflow)``.
+    max_attribute_values: int = 100
 
 
 @dataclass(frozen=True)
@@ -794,7 +801,30 @@ class _Resolver:
             settle=self.duration("metrics.settle", self.get("metrics.settle")),
             cpu_hour_price=price,
             currency=currency,
+            attribute_labels=self.attribute_labels(),
+            max_attribute_values=self.integer(
+                "metrics.max-attribute-values",
+                self.get("metrics.max-attribute-values"),
+                minimum=1,
+            ),
         )
+
+    def attribute_labels(self) -> tuple[str, ...]:
+        key = "metrics.attribute-labels"
+        value = self.get(key) or []
+        allowed = (
+            f"a list of at most {MAX_ATTRIBUTE_LABELS} workflow attribute names such as "
+            "[team, pipeline] (not dask.* or otel_spans.*)"
+        )
+        if not isinstance(value, list) or len(value) > MAX_ATTRIBUTE_LABELS:
+            raise self.fail(key, value, allowed)
+        try:
+            names = workflow_attributes({name: "" for name in value})
+        except (ValueError, TypeError):
+            raise self.fail(key, value, allowed) from None
+        if len(names) < len(value):  # a name given twice
+            raise self.fail(key, value, allowed + ", each once")
+        return tuple(name for name, _ in names)
 
     def target(self, signal: str, env_exporter_aliases: tuple[str, ...] = ()) -> ExportTarget:
         """Resolve exporter kind, endpoint and transport options of one signal.

@@ -70,6 +70,11 @@ ATTR_ACTIVITY: Final = "dask.activity"
 ATTR_P2P_WHERE: Final = "dask.p2p.where"
 #: The context of a cluster-level worker metric (execute, gather-dep, get-data, p2p...).
 ATTR_CONTEXT: Final = "dask.context"
+#: Which share of the cluster's cost a ``dask.cluster.cost`` series is.
+ATTR_COST_SHARE: Final = "dask.cost.share"
+#: ``dask.cost.share`` values: the thread time Dask spans' tasks used, and the rest.
+COST_SHARE_WORKFLOWS: Final = "workflows"
+COST_SHARE_IDLE: Final = "idle"
 ATTR_SIGNAL: Final = "otel_spans.signal"
 ATTR_OUTCOME: Final = "otel_spans.outcome"
 ATTR_LIMITED: Final = "otel_spans.attribute"
@@ -88,6 +93,7 @@ METRIC_ATTRIBUTES: Final = (
     ATTR_ACTIVITY,
     ATTR_P2P_WHERE,
     ATTR_CONTEXT,
+    ATTR_COST_SHARE,
     ATTR_SIGNAL,
     ATTR_OUTCOME,
     ATTR_LIMITED,
@@ -116,6 +122,11 @@ M_TASK_DURATION: Final = "dask.task.duration"
 M_CLUSTER_TIME: Final = "dask.cluster.time"
 M_CLUSTER_BYTES: Final = "dask.cluster.bytes"
 M_CLUSTER_COUNT: Final = "dask.cluster.count"
+#: Thread-seconds the cluster's workers offered (integral of ``Scheduler.total_nthreads``),
+#: the part no Dask span's tasks used, and what both cost (see docs/telemetry.md, Cost).
+M_CLUSTER_CPU_AVAILABLE: Final = "dask.cluster.cpu.available"
+M_CLUSTER_CPU_IDLE: Final = "dask.cluster.cpu.idle"
+M_CLUSTER_COST: Final = "dask.cluster.cost"
 M_RECORDS: Final = "otel_spans.records"
 M_OVERFLOW: Final = "otel_spans.cardinality.overflow"
 M_INTERNAL_ERRORS: Final = "otel_spans.internal_errors"

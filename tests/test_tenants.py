@@ -7,6 +7,7 @@ default, the annotation) and the client's own id and OS user.
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 from typing import Any
 
@@ -21,6 +22,7 @@ from .cluster import await_until, cluster_test, stats, traced_cluster
 from .servers.otlp_receiver import OtlpReceiver
 from .servers.otlp_views import ReceivedSpan
 from .tasks import inc
+from .test_metrics import FAST_METRICS, latest
 
 pytestmark = pytest.mark.usefixtures("default_otel_config")
 
@@ -113,3 +115,65 @@ async def test_workflows_carry_their_tenant_and_who_ran_them(otlp_receiver: Otlp
     assert spans["annotated"].attributes["team"] == "ops"
     malformed = spans["malformed"].attributes
     assert malformed["team"] == "unknown" and "dask.x" not in malformed
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "team",  # not a list
+        ["dask.team"],  # otel-spans' own namespace
+        ["team", "team"],
+        ["a", "b", "c", "d", "e"],  # more than 4
+        [["team"]],
+    ],
+)
+def test_bad_attribute_labels_name_the_key(value: Any) -> None:
+    with (
+        dask.config.set({"otel-spans.metrics.attribute-labels": value}),
+        pytest.raises(ConfigError, match=r"otel-spans\.metrics\.attribute-labels: invalid value"),
+    ):
+        Settings.from_config()
+
+
+@cluster_test(90)
+async def test_allowed_workflow_attributes_label_the_metrics_within_their_budget(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """team is allowed (2 values at most), tier is not: a third team is (overflow), a
+    workflow without a team has no team label, and no series ever carries tier."""
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        **FAST_METRICS,
+        "otel-spans.metrics.attribute-labels": ["team"],
+        "otel-spans.metrics.max-attribute-values": 2,
+        "otel-spans.metrics.cpu-hour-price": 1.0,
+    }
+    teams = {"risk report": "risk", "pricing": "quant", "audit": "compliance"}
+    async with traced_cluster(config) as (client, _scheduler, workers):
+        for i, (name, team) in enumerate(teams.items()):
+            with otel_spans.span(name, attributes={"team": team, "tier": 1}):
+                assert await client.submit(inc, i, key=f"{name}-inc") == i + 1
+        with otel_spans.span("nobody's"):
+            assert await client.submit(inc, 10, key="nobody-inc") == 11
+        await asyncio.gather(*(w.heartbeat() for w in workers))
+
+        def teams_by_root(name: str) -> dict[str, set[str | None]]:
+            out: dict[str, set[str | None]] = {}
+            for (metric, attrs), _ in latest(otlp_receiver.metrics()).items():
+                a = dict(attrs)
+                if metric == name and "dask.span.root" in a:
+                    out.setdefault(a["dask.span.root"], set()).add(a.get("team"))
+            return out
+
+        expected = {"risk report": {"risk"}, "pricing": {"quant"}, "audit": {"(overflow)"}}
+        expected["nobody's"] = {None}
+        for metric in ("dask.span.execute.time", "dask.span.tasks", "dask.span.cost"):
+            await await_until(lambda m=metric: teams_by_root(m) == expected, 20, metric)
+        await await_until(lambda: teams_by_root("dask.task.duration") == expected, 20)
+        overflow = {
+            dict(attrs).get("otel_spans.attribute"): v
+            for (metric, attrs), v in latest(otlp_receiver.metrics()).items()
+            if metric == "otel_spans.cardinality.overflow"
+        }
+        assert overflow["team"] >= 1
+    assert not any("tier" in p.attributes for p in otlp_receiver.metrics())

@@ -409,15 +409,15 @@ def workflows_dashboard() -> dict[str, Any]:
     lay.add(
         stat,
         "Parallel efficiency",
-        "Task compute time (activities thread-cpu and thread-noncpu of all the"
-        " workflow's spans) over the thread-seconds the cluster made available while"
-        " the workflow ran (dask.span.cpu.available of the root span). The rest is"
-        " overhead, transfers, spilling and idle threads.",
+        "Busy over offered thread-seconds (docs/telemetry.md, Efficiency): the worker"
+        " time of the workflow's tasks (every activity but 'idle or other spans') over"
+        " that plus its idle share, which Dask reports on the root span. The same"
+        " number as the root span's dask.workflow.efficiency and the report's.",
         [
             target(
-                total("dask_span_execute_time_seconds_total", JOB, WORKFLOW, COMPUTE)
+                total("dask_span_execute_time_seconds_total", JOB, WORKFLOW, NOT_IDLE)
                 + " / "
-                + total("dask_span_cpu_available_seconds_total", JOB, WORKFLOW, ROOT_SPAN),
+                + total("dask_span_execute_time_seconds_total", JOB, WORKFLOW),
                 instant=True,
             )
         ],
@@ -429,9 +429,10 @@ def workflows_dashboard() -> dict[str, Any]:
     lay.add(
         stat,
         "Cost",
-        "dask.span.cost of the root span: thread-hours made available while it ran"
-        " times otel-spans.metrics.cpu-hour-price (empty when no price is set).",
-        [target(total("dask_span_cost_total", JOB, WORKFLOW, ROOT_SPAN), instant=True)],
+        "dask.span.cost summed over the workflow's spans: the thread-hours its tasks"
+        " used times otel-spans.metrics.cpu-hour-price (empty when no price is set)."
+        " Idle threads are the cluster's cost, not the workflow's (row Cluster).",
+        [target(total("dask_span_cost_total", JOB, WORKFLOW), instant=True)],
         w=3,
         h=4,
         unit="currencyUSD",
@@ -518,7 +519,7 @@ def workflows_dashboard() -> dict[str, Any]:
         table,
         "Spans of $workflow",
         "Wall time and CPU made available are the span's own (children overlap it);"
-        " compute time, tasks and output count the span's own tasks, not its"
+        " compute time, tasks, output and cost count the span's own tasks, not its"
         " children's.",
         [
             target(
@@ -855,6 +856,45 @@ def workflows_dashboard() -> dict[str, Any]:
             )
         ],
         w=24,
+        h=7,
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+    lay.add(
+        ts,
+        "Cluster utilisation",
+        "Share of the thread-seconds the workers offered that Dask spans' tasks used:"
+        " 1 - dask.cluster.cpu.idle / dask.cluster.cpu.available (docs/telemetry.md,"
+        " Efficiency). Per workflow, see Parallel efficiency.",
+        [
+            target(
+                "1 - "
+                + rate("dask_cluster_cpu_idle_seconds_total", JOB)
+                + " / "
+                + rate("dask_cluster_cpu_available_seconds_total", JOB),
+                instant=False,
+                legend="utilisation",
+            )
+        ],
+        w=8,
+        h=7,
+        unit="percentunit",
+        options=timeseries_options(),
+    )
+    lay.add(
+        ts,
+        "Cluster cost by share",
+        "dask.cluster.cost per hour: the workflows' share is the sum of every"
+        " dask.span.cost, idle the thread time no task used; together they are what the"
+        " cluster's threads cost (empty when no price is set).",
+        [
+            target(
+                "3600 * " + rate("dask_cluster_cost_total", JOB, by="dask_cost_share"),
+                instant=False,
+                legend="{{dask_cost_share}}",
+            )
+        ],
+        w=8,
         h=7,
         options=timeseries_options(),
         custom=STACKED,

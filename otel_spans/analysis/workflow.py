@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from otel_spans.analysis.model import Phase, TaskRun, ThreadInterval, Workflow
+from otel_spans.semconv import IDLE_ACTIVITY
 
 _NS_PER_S = 1e9
 
@@ -120,22 +121,26 @@ class Efficiency:
     wall_s: float
     #: Sum of all compute times: the run time on a single thread with no overheads.
     sequential_s: float
-    #: Compute time inside the workflow window (equal to :attr:`sequential_s` unless
-    #: tasks ran outside the window).
+    #: Thread-seconds the workflow's tasks used: every activity of the workers' metrics
+    #: but idle; estimated from traced compute inside the window without them.
     busy_s: float
-    #: Integral of available threads over the window; 0 when threads are unknown.
+    #: Thread-seconds the cluster offered the workflow: ``busy_s + idle_s`` (Dask's
+    #: ``Span.active_cpu_seconds``), or the integral of the thread intervals over the
+    #: window when estimated; 0 when unknown.
     thread_s: float
-    #: ``thread_s - busy_s``; negative when the thread intervals under-report the
-    #: cluster. ``None`` when threads are unknown.
+    #: Thread-seconds offered and not used (Dask's "idle or other spans"); ``None``
+    #: when unknown.
     idle_s: float | None
-    #: ``busy_s / thread_s`` in [0, 1]; ``None`` when threads are unknown.
+    #: Parallel efficiency (:func:`parallel_efficiency`) in [0, 1]; ``None`` when unknown.
     efficiency: float | None
     #: ``sequential_s / wall_s``; ``None`` for a zero-length window.
     speedup: float | None
     #: Most threads available at once inside the window.
     peak_threads: int
-    #: ``thread_s / wall_s``; ``None`` when threads are unknown or the window is empty.
+    #: Mean threads the cluster had over the window; ``None`` when unknown.
     mean_threads: float | None
+    #: Where busy and idle come from: "worker metrics" (exact) or "task spans" (estimate).
+    basis: str = "worker metrics"
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,31 +429,54 @@ def _stragglers(
     return tuple(found)
 
 
+def parallel_efficiency(busy_s: float, idle_s: float) -> float | None:
+    """The one definition of a workflow's parallel efficiency (docs/telemetry.md):
+    busy thread-seconds of its tasks over busy plus idle, the split Dask makes of the
+    thread-seconds the cluster offered while it ran. ``None`` when nothing was offered."""
+    total = busy_s + idle_s
+    return busy_s / total if total > 0 else None
+
+
 def efficiency(workflow: Workflow) -> Efficiency:
     """Parallel efficiency, speedup and idle thread time over the workflow window.
 
-    Efficiency is the compute time inside the window over the thread-seconds the
-    cluster offered inside it (the integral of :attr:`Workflow.threads`, clipped to
-    the window), so workers joining late or leaving early count only while present.
+    With the workers' activity seconds (the spans' ``dask.span.run.time.*``, or metrics
+    files) efficiency is :func:`parallel_efficiency`, exactly what the scheduler puts on
+    the root span. Without them (traces from otel-spans 0.1) it is estimated from the
+    traced compute intervals over the thread-seconds of :attr:`Workflow.threads`,
+    clipped to the window.
     """
     lo, hi = workflow.start_ns, workflow.end_ns
     sequential_ns = sum(task.end_ns - task.start_ns for task in workflow.tasks)
-    busy_ns = sum(max(0, min(t.end_ns, hi) - max(t.start_ns, lo)) for t in workflow.tasks)
     thread_ns = sum(
         iv.nthreads * max(0, min(iv.end_ns, hi) - max(iv.start_ns, lo)) for iv in workflow.threads
     )
     wall_ns = workflow.wall_ns
-    known = bool(workflow.threads) and thread_ns > 0
+    seconds = dict(workflow.activity_seconds)
+    idle_s = seconds.pop(IDLE_ACTIVITY, None)
+    if idle_s is not None:
+        busy_s = sum(seconds.values())
+        thread_s = busy_s + idle_s
+        ratio = parallel_efficiency(busy_s, idle_s)
+        basis = "worker metrics"
+    else:
+        busy_ns = sum(max(0, min(t.end_ns, hi) - max(t.start_ns, lo)) for t in workflow.tasks)
+        known = bool(workflow.threads) and thread_ns > 0
+        busy_s, thread_s = busy_ns / _NS_PER_S, thread_ns / _NS_PER_S
+        idle_s = (thread_ns - busy_ns) / _NS_PER_S if known else None
+        ratio = busy_ns / thread_ns if known else None
+        basis = "task spans"
     return Efficiency(
         wall_s=wall_ns / _NS_PER_S,
         sequential_s=sequential_ns / _NS_PER_S,
-        busy_s=busy_ns / _NS_PER_S,
-        thread_s=thread_ns / _NS_PER_S,
-        idle_s=(thread_ns - busy_ns) / _NS_PER_S if known else None,
-        efficiency=busy_ns / thread_ns if known else None,
+        busy_s=busy_s,
+        thread_s=thread_s,
+        idle_s=idle_s,
+        efficiency=ratio,
         speedup=sequential_ns / wall_ns if wall_ns > 0 else None,
         peak_threads=_peak_threads(workflow.threads, lo, hi),
-        mean_threads=thread_ns / wall_ns if known and wall_ns > 0 else None,
+        mean_threads=thread_ns / wall_ns if workflow.threads and wall_ns > 0 else None,
+        basis=basis,
     )
 
 

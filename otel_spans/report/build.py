@@ -108,7 +108,8 @@ def build_workflows(
             end_ns=max(end, start),
             tasks=runs,
             threads=_threads(root, end),
-            activity_seconds=dict((activity or {}).get(_tags(root)[0], {})),
+            activity_seconds=_run_seconds(members)
+            or dict((activity or {}).get(_tags(root)[0], {})),
         )
         spans_times = tuple(
             (_tags(s), s.start_ns, max(s.end_ns, s.start_ns))
@@ -117,6 +118,25 @@ def build_workflows(
         granularity = "tasks" if complete else "task groups"
         out.append(BuiltWorkflow(workflow, granularity, spans_times, root.trace_id))
     out.sort(key=lambda b: b.workflow.start_ns)
+    return out
+
+
+#: ``dask.span.run.time.<activity>`` names the activity as an attribute part
+#: (``thread_cpu``); Dask's own names (``thread-cpu``, ``idle or other spans``).
+_IDLE_PART = "idle_or_other_spans"
+
+
+def _run_seconds(members: Iterable[LoadedSpan]) -> dict[str, float]:
+    """A workflow's worker time by activity: its Dask spans' per-run attributes summed
+    (every export of every span of this run, and no other run of the same name, which
+    the metrics files, summed by root name, would mix in)."""
+    out: dict[str, float] = {}
+    for span in members:
+        for key, value in span.attributes.items():
+            if key.startswith(semconv.DASK_SPAN_RUN_TIME_PREFIX) and _number(value):
+                part = key[len(semconv.DASK_SPAN_RUN_TIME_PREFIX) :]
+                name = semconv.IDLE_ACTIVITY if part == _IDLE_PART else part.replace("_", "-")
+                out[name] = out.get(name, 0.0) + value
     return out
 
 
@@ -190,3 +210,7 @@ def _threads(root: LoadedSpan, end: int) -> tuple[ThreadInterval, ...]:
         if t_end > t and n > 0:
             out.append(ThreadInterval(t, t_end, n))
     return tuple(out)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

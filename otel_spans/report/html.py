@@ -260,7 +260,7 @@ def _header(workflow: Workflow, analysis: Analysis) -> str:
     of_wall = f"{path.length_s / path.wall_s * 100:.0f} % of wall" if path.wall_s else ""
     cards = [
         ("Wall time", _seconds(eff.wall_s), f"{workflow.task_count:,} tasks"),
-        ("Parallel efficiency", _percent(eff.efficiency), f"idle threads {idle}"),
+        ("Parallel efficiency", _percent(eff.efficiency), f"idle {idle} ({eff.basis})"),
         ("Speedup", speedup, f"peak {eff.peak_threads} threads"),
         ("Critical path", _seconds(path.length_s), of_wall),
         ("Sequential time", _seconds(eff.sequential_s), "sum of task compute"),

@@ -20,9 +20,10 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
     ]
     if eff.efficiency is not None:
         lines.append(
-            f"  efficiency {eff.efficiency:.1%} of {eff.thread_s:.2f} thread-seconds available"
-            f" (mean {eff.mean_threads or 0:.1f} threads); sequential {eff.sequential_s:.3f}s,"
-            f" speedup {eff.speedup or 0:.2f}x, idle {eff.idle_s or 0:.2f} thread-seconds"
+            f"  parallel efficiency {eff.efficiency:.1%}: {eff.busy_s:.2f} of"
+            f" {eff.thread_s:.2f} thread-seconds offered were busy, {eff.idle_s or 0:.2f}"
+            f" idle (from {eff.basis}); sequential {eff.sequential_s:.3f}s,"
+            f" speedup {eff.speedup or 0:.2f}x"
         )
     else:
         lines.append(f"  sequential {eff.sequential_s:.3f}s (thread counts unknown)")

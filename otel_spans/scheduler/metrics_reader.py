@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from distributed.metrics import time
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.records import CounterDelta, GaugeValue
+from otel_spans.records import Attrs, CounterDelta, GaugeValue
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.tracking import SpanTracker, TrackedSpan
@@ -53,6 +53,9 @@ class MetricsReader:
         self._cluster_reported: dict[tuple[Hashable, ...], float] = {}
         #: Progress of the running spans read so far in this pass (published at its end).
         self._progress: list[GaugeValue] = []
+        # Dask's record since 2023.9; an older scheduler offers no thread-seconds
+        history = getattr(scheduler, "total_nthreads_history", None)
+        self._offered = ThreadSeconds(history if isinstance(history, list) else [], time())
 
     def clear(self) -> None:
         self._pending.clear()
@@ -83,13 +86,14 @@ class MetricsReader:
             span = tracker.live.get(uuid)
             if span is not None:
                 track = tracker.tracks[uuid]
-                deltas.extend(self._span_deltas(span, track))
+                labels = track.identity.labels
+                deltas.extend(_labelled(self._span_deltas(span, track), labels))
                 if uuid in tracker.open:
-                    self._progress.extend(self._span_progress(span, track, now))
+                    self._progress.extend(_labelled(self._span_progress(span, track, now), labels))
                 settled = track.exported_at is not None and now - track.exported_at >= settle
                 if settled or final:
                     if track.is_root:
-                        deltas.extend(self._idle_delta(span, track))
+                        deltas.extend(_labelled(self._idle_delta(span, track), labels))
                     if settled:
                         del tracker.live[uuid]
             if pending and not final and _time.perf_counter() > deadline:
@@ -103,6 +107,8 @@ class MetricsReader:
                 delta = snapshots.worker_metric(None, key, value)
                 if delta is not None:
                     deltas.append(delta)
+            offered = self._offered.since_last(now)
+            deltas.append(CounterDelta(semconv.M_CLUSTER_CPU_AVAILABLE, None, (), offered))
             progress, self._progress = self._progress, []
             self._signals.submit_gauges(progress)
         self._signals.submit_deltas(deltas)
@@ -167,3 +173,43 @@ class MetricsReader:
             if delta is not None:
                 out.append(delta)
         return out
+
+
+_Series = TypeVar("_Series", CounterDelta, GaugeValue)
+
+
+def _labelled(series: list[_Series], labels: Attrs) -> list[_Series]:
+    """A span's series with its workflow's metric labels (``metrics.attribute-labels``)."""
+    if not labels:
+        return series
+    return [s._replace(attributes=s.attributes + labels) for s in series]
+
+
+class ThreadSeconds:
+    """The thread-seconds the cluster's workers offered, read in increments.
+
+    ``Scheduler.total_nthreads_history`` is Dask's own append-only record of
+    ``(time, total_nthreads)`` at every worker arrival and departure, the record
+    ``Span.active_cpu_seconds`` integrates too. Each read integrates only the entries
+    appended since the previous one, so it is O(workers that came or went).
+    """
+
+    def __init__(self, history: list[tuple[float, int]], now: float):
+        self._history = history
+        self._seen = len(history)
+        self._nthreads = history[-1][1] if history else 0
+        self._since = now
+
+    def since_last(self, now: float) -> float:
+        seconds = 0.0
+        history = self._history
+        for t, nthreads in history[self._seen :]:
+            if t > self._since:
+                seconds += self._nthreads * (t - self._since)
+                self._since = t
+            self._nthreads = nthreads
+        self._seen = len(history)
+        if now > self._since:
+            seconds += self._nthreads * (now - self._since)
+            self._since = now
+        return seconds

@@ -122,7 +122,7 @@ class OtelSpansPlugin(SchedulerPlugin):
                 max_length=settings.max_attribute_length,
                 exception_messages=settings.capture.exceptions == "message",
                 exemplar=lambda span, prefix, seconds, span_id: signals.task_exemplar(
-                    span.tags, prefix, seconds, span.trace_id, span_id
+                    span.tags, span.labels, prefix, seconds, span.trace_id, span_id
                 ),
             )
         self._tracker = SpanTracker(

@@ -155,6 +155,20 @@ def run_breakdown(
     return tuple(sorted(out))
 
 
+def busy_and_idle(tree: Mapping[Any, float]) -> tuple[float, float]:
+    """A workflow's busy and idle thread-seconds from its root's
+    ``Span.cumulative_worker_metrics`` (the whole tree, with Dask's idle key): busy is
+    every execute-context second of its tasks, idle what the cluster offered beside."""
+    busy = idle = 0.0
+    for key, value in list(tree.items()):
+        if isinstance(key, tuple) and len(key) == 4 and key[0] == "execute":
+            if key == IDLE_KEY:
+                idle += value
+            elif key[3] == "seconds":
+                busy += value
+    return busy, idle
+
+
 def _attribute_part(text: str) -> str:
     """An activity as the last part of an attribute name: ``thread-cpu`` -> ``thread_cpu``."""
     return "".join(c if c.isalnum() else "_" for c in text.lower())

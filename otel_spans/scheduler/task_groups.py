@@ -72,6 +72,8 @@ class SpanIdentity:
     #: False when the workflow joined a caller's trace that is not sampled (parent-based
     #: sampling): nothing of its tree is exported as spans.
     sampled: bool = True
+    #: The workflow attributes of ``metrics.attribute-labels``, as metric attributes.
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(slots=True)

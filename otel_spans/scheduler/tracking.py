@@ -32,7 +32,7 @@ from distributed.metrics import time
 
 from otel_spans import ids, semconv
 from otel_spans.config import Settings, format_trace_url
-from otel_spans.records import HistogramSample, LinkRecord, LogEntry, SpanRecord, ns
+from otel_spans.records import AttrValue, HistogramSample, LinkRecord, LogEntry, SpanRecord, ns
 from otel_spans.scheduler import snapshots, workflow
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.sampling import Policy
@@ -214,6 +214,7 @@ class SpanTracker:
                 ids.dask_span_id(span.id),
                 self._policy(tags),
                 sampled=sampled,
+                labels=self._metric_labels(root.id),
             )
             track = self.tracks[span.id] = TrackedSpan(identity=identity, is_root=root is span)
             self.open[span.id] = span
@@ -298,7 +299,7 @@ class SpanTracker:
                 # The compute time into the duration histogram; an exemplar when the
                 # task has a span.
                 self._signals.record_task_duration(
-                    track.tags, prefix, compute, track.trace_id, task_span_id
+                    track.tags, track.identity.labels, prefix, compute, track.trace_id, task_span_id
                 )
 
     # -- the trace poll -------------------------------------------------------------------
@@ -437,13 +438,25 @@ class SpanTracker:
             if key == semconv.WORKFLOW_EFFICIENCY and isinstance(value, float):
                 signals.submit_sample(
                     HistogramSample(
-                        semconv.M_WORKFLOW_EFFICIENCY, track.tags, (), value, trace_id, span_id
+                        semconv.M_WORKFLOW_EFFICIENCY,
+                        track.tags,
+                        track.identity.labels,
+                        value,
+                        trace_id,
+                        span_id,
                     )
                 )
         if done:
             seconds = (record.end_ns - record.start_ns) / 1e9
             signals.submit_sample(
-                HistogramSample(semconv.M_SPAN_DURATION, track.tags, (), seconds, trace_id, span_id)
+                HistogramSample(
+                    semconv.M_SPAN_DURATION,
+                    track.tags,
+                    track.identity.labels,
+                    seconds,
+                    trace_id,
+                    span_id,
+                )
             )
         if done and track.is_root:
             self.finished_roots.append(
@@ -471,19 +484,37 @@ class SpanTracker:
             snapshots.cpu_delta(track.tags, track.reported, record.active_cpu_seconds)
         )
 
-    def _origin_attributes(self, span: Span, track: TrackedSpan) -> tuple[tuple[str, Any], ...]:
-        """The workflow's attributes (configured, then given: given win) on each of its
-        spans; who started it on its root. O(depth) for the root's uuid."""
-        origin = self.callers.origin(snapshots.root_of(span).id)
-        attributes = dict(self._settings.workflow_attributes)
-        out: tuple[tuple[str, Any], ...] = ()
+    def _workflow_attributes(self, root_uuid: str) -> dict[str, AttrValue]:
+        """The workflow's attributes: configured, then given (given win)."""
+        attributes: dict[str, AttrValue] = dict(self._settings.workflow_attributes)
+        origin = self.callers.origin(root_uuid)
         if origin is not None:
             attributes.update(origin.attributes)
-            if track.is_root:
-                if origin.client is not None:
-                    out += ((semconv.DASK_CLIENT_ID, origin.client),)
-                if origin.user is not None:
-                    out += ((semconv.DASK_CLIENT_USER, origin.user),)
+        return attributes
+
+    def _metric_labels(self, root_uuid: str) -> tuple[tuple[str, str], ...]:
+        """The allowed workflow attributes as metric attributes, fixed when a span is
+        first seen so that its series keep one identity."""
+        allowed = self._settings.metrics.attribute_labels
+        if not allowed:
+            return ()
+        attributes = self._workflow_attributes(root_uuid)
+        return tuple(
+            (name, _label_value(attributes[name])) for name in allowed if name in attributes
+        )
+
+    def _origin_attributes(self, span: Span, track: TrackedSpan) -> tuple[tuple[str, Any], ...]:
+        """The workflow's attributes on each of its spans; who started it on its root.
+        O(depth) for the root's uuid."""
+        root_uuid = snapshots.root_of(span).id
+        attributes = self._workflow_attributes(root_uuid)
+        out: tuple[tuple[str, Any], ...] = ()
+        origin = self.callers.origin(root_uuid)
+        if origin is not None and track.is_root:
+            if origin.client is not None:
+                out += ((semconv.DASK_CLIENT_ID, origin.client),)
+            if origin.user is not None:
+                out += ((semconv.DASK_CLIENT_USER, origin.user),)
         return tuple(sorted(attributes.items())) + out
 
     def _record(self, span: Span, track: TrackedSpan, *, done: bool) -> SpanRecord:
@@ -537,18 +568,17 @@ class SpanTracker:
         # sub-spans: tens of ms each): read once per export.
         active_cpu_seconds = span.active_cpu_seconds
         extra: tuple[tuple[str, Any], ...] = ()
+        idle = None
         if track.is_root and done:
             intervals = span.nthreads_intervals
+            busy, idle = snapshots.busy_and_idle(span.cumulative_worker_metrics)
             extra = workflow.analysis_attributes(
-                span, stop=stop, intervals=intervals, active_cpu_seconds=active_cpu_seconds
+                span, stop=stop, intervals=intervals, busy_seconds=busy, idle_seconds=idle
             )
             if full:
                 events += workflow.nthreads_events(intervals)
         if full:
             extra += self._origin_attributes(span, track)
-            idle = None
-            if track.is_root and done:
-                idle = span.cumulative_worker_metrics.get(snapshots.IDLE_KEY, 0.0)
             extra += snapshots.run_breakdown(
                 span._cumulative_worker_metrics, idle, track.run_exported
             )
@@ -579,3 +609,8 @@ class SpanTracker:
             extra=extra,
             parent_remote=parent_remote,
         )
+
+
+def _label_value(value: AttrValue) -> str:
+    """A workflow attribute's value as a metric attribute (a string, as in PromQL)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from otel_spans import semconv
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
-from otel_spans.analysis.workflow import critical_path
+from otel_spans.analysis.workflow import critical_path, parallel_efficiency
 from otel_spans.records import AttrValue, EventRecord, ns
 
 if TYPE_CHECKING:
@@ -63,10 +63,14 @@ def group_workflow(root: Span, stop: float, intervals: Intervals) -> Workflow:
 
 
 def analysis_attributes(
-    root: Span, *, stop: float, intervals: Intervals, active_cpu_seconds: float
+    root: Span, *, stop: float, intervals: Intervals, busy_seconds: float, idle_seconds: float
 ) -> tuple[tuple[str, AttrValue], ...]:
     """Critical path, efficiency and bottlenecks of a finished root, as span attributes
-    (``stop``, ``intervals``, ``active_cpu_seconds``: the root's own, read once)."""
+    (``stop``, ``intervals``: the root's own, read once; ``busy_seconds`` and
+    ``idle_seconds``: :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its tree).
+
+    Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
+    busy plus idle thread-seconds, Dask's own split of what the cluster offered."""
     compute_by_prefix: dict[str, float] = {}
     for tg in root.traverse_groups():
         compute = tg.all_durations.get("compute", 0.0)
@@ -74,15 +78,15 @@ def analysis_attributes(
             compute_by_prefix[tg.prefix.name] = compute_by_prefix.get(tg.prefix.name, 0.0) + compute
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
-    available = active_cpu_seconds
     path = critical_path(group_workflow(root, stop, intervals))
     attrs: list[tuple[str, AttrValue]] = [
         (semconv.WORKFLOW_SEQUENTIAL_TIME, sequential),
         (semconv.WORKFLOW_CRITICAL_PATH_GROUPS, tuple(step.task.key for step in path.steps)),
         (semconv.WORKFLOW_CRITICAL_PATH_LENGTH, path.length_s),
     ]
-    if available > 0:
-        attrs.append((semconv.WORKFLOW_EFFICIENCY, min(sequential / available, 1.0)))
+    efficiency = parallel_efficiency(busy_seconds, idle_seconds)
+    if efficiency is not None:
+        attrs.append((semconv.WORKFLOW_EFFICIENCY, efficiency))
     if wall > 0:
         attrs.append((semconv.WORKFLOW_SPEEDUP, sequential / wall))
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))

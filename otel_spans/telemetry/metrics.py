@@ -42,6 +42,16 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     (semconv.M_CLUSTER_TIME, semconv.UNIT_SECONDS, "Worker time, whole cluster"),
     (semconv.M_CLUSTER_BYTES, semconv.UNIT_BYTES, "Worker bytes, whole cluster"),
     (semconv.M_CLUSTER_COUNT, semconv.UNIT_EVENTS, "Worker events, whole cluster"),
+    (
+        semconv.M_CLUSTER_CPU_AVAILABLE,
+        semconv.UNIT_SECONDS,
+        "Thread-seconds the cluster's workers made available",
+    ),
+    (
+        semconv.M_CLUSTER_CPU_IDLE,
+        semconv.UNIT_SECONDS,
+        "Thread-seconds the cluster made available that no Dask span's tasks used",
+    ),
 )
 
 #: (metric, unit, description) of every observable gauge of running spans.
@@ -69,6 +79,11 @@ PIPELINES = ("traces", "observations", "logs")
 EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
+#: Deltas the cost model reads: span worker time (its busy share) and cluster time offered.
+_COST_INPUTS = frozenset({semconv.M_EXECUTE_TIME, semconv.M_CLUSTER_CPU_AVAILABLE})
+_WORKFLOWS_SHARE: Attrs = ((semconv.ATTR_COST_SHARE, semconv.COST_SHARE_WORKFLOWS),)
+_IDLE_SHARE: Attrs = ((semconv.ATTR_COST_SHARE, semconv.COST_SHARE_IDLE),)
+
 logger = logging.getLogger(__name__)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 #: Longest metric attribute value (span names, prefixes): a label names a series, and
@@ -83,6 +98,11 @@ class MetricsState:
         self.settings = settings
         self.span_names = CardinalityLimiter(settings.max_span_names)
         self.prefixes = CardinalityLimiter(settings.max_prefixes)
+        #: One budget per workflow attribute of ``metrics.attribute-labels``.
+        self.workflow_labels = {
+            name: CardinalityLimiter(settings.max_attribute_values)
+            for name in settings.attribute_labels
+        }
         #: The SDK's cardinality limit per instrument, as configured on the provider.
         self.series_limit = settings.max_series if series_limit is None else series_limit
         #: metric -> most series the SDK folded into its overflow point at one collection.
@@ -91,16 +111,21 @@ class MetricsState:
         #: Gauge series of the last complete reading (replaced as a whole).
         self._gauges: dict[str, dict[Attrs, float]] = {}
         self._lock = threading.Lock()
-        #: (tags, prefix) -> labels, for the per-task path (bounded by Dask's own spans).
-        self._task_labels: dict[tuple[tuple[str, ...], str], Attrs] = {}
+        #: (tags, workflow labels, prefix) -> labels, for the per-task path (bounded by
+        #: Dask's own spans).
+        self._task_labels: dict[tuple[tuple[str, ...], Attrs, str], Attrs] = {}
+        #: The cost model's running totals (thread-seconds; see :meth:`_account`).
+        self._busy = 0.0
+        self._available = 0.0
+        self._idle = 0.0
 
-    def task_labels(self, tags: tuple[str, ...], prefix: str) -> Attrs:
+    def task_labels(self, tags: tuple[str, ...], labels: Attrs, prefix: str) -> Attrs:
         """:meth:`labels` for a span and a prefix, memoised: called once per task."""
-        key = (tags, prefix)
+        key = (tags, labels, prefix)
         attrs = self._task_labels.get(key)
         if attrs is None:
             attrs = self._task_labels[key] = self.labels(
-                tags, ((semconv.ATTR_TASK_PREFIX, prefix),)
+                tags, ((semconv.ATTR_TASK_PREFIX, prefix), *labels)
             )
         return attrs
 
@@ -115,19 +140,56 @@ class MetricsState:
         for key, value in attributes:
             if key == semconv.ATTR_TASK_PREFIX:
                 value = self.prefixes(value[:MAX_LABEL_LENGTH])
+            else:
+                limiter = self.workflow_labels.get(key)
+                if limiter is not None:
+                    value = limiter(value[:MAX_LABEL_LENGTH])
             out.append((key, value))
         return tuple(out)
 
     def add(self, deltas: Iterable[CounterDelta]) -> None:
-        price = self.settings.cpu_hour_price
         with self._lock:
+            accounted = False
             for delta in deltas:
                 attrs = self.labels(delta.tags, delta.attributes)
                 series = self._sums[delta.metric]
                 series[attrs] = series.get(attrs, 0.0) + delta.value
-                if price is not None and delta.metric == semconv.M_SPAN_CPU_AVAILABLE:
-                    cost = self._sums[semconv.M_SPAN_COST]
-                    cost[attrs] = cost.get(attrs, 0.0) + delta.value / 3600 * price
+                if delta.metric in _COST_INPUTS:
+                    accounted = self._account(delta) or accounted
+            if accounted:
+                self._settle_idle()
+
+    def _account(self, delta: CounterDelta) -> bool:
+        """Feed the cost model (docs/telemetry.md, Cost): a span's cost is the thread
+        time its own tasks used; the cluster's is the thread time its workers offered."""
+        if delta.metric == semconv.M_CLUSTER_CPU_AVAILABLE:
+            self._available += delta.value
+            return True
+        if delta.tags is None or (semconv.ATTR_ACTIVITY, semconv.IDLE_ACTIVITY) in delta.attributes:
+            return False
+        self._busy += delta.value
+        price = self.settings.cpu_hour_price
+        if price is not None:
+            workflow = tuple(a for a in delta.attributes if a[0] in self.workflow_labels)
+            attrs = self.labels(delta.tags, workflow)
+            cost = self._sums[semconv.M_SPAN_COST]
+            cost[attrs] = cost.get(attrs, 0.0) + delta.value / 3600 * price
+        return True
+
+    def _settle_idle(self) -> None:
+        """Idle is what the cluster offered minus what the spans' tasks used, and a
+        counter: it only grows. Work reported after its interval was read (worker
+        metrics travel with heartbeats) is not taken back from idle, so the cluster's
+        cost (workflows + idle) can run ahead of the thread time offered by that much
+        until idle time catches up; it never leaves a thread-second unaccounted."""
+        self._idle = max(self._idle, self._available - self._busy)
+        self._sums[semconv.M_CLUSTER_CPU_IDLE][()] = self._idle
+        price = self.settings.cpu_hour_price
+        if price is not None:
+            self._sums[semconv.M_CLUSTER_COST] = {
+                _WORKFLOWS_SHARE: self._busy / 3600 * price,
+                _IDLE_SHARE: self._idle / 3600 * price,
+            }
 
     def read(self, metric: str) -> list[tuple[Attrs, float]]:
         with self._lock:
@@ -170,6 +232,7 @@ class MetricsState:
         return {
             semconv.DASK_SPAN_NAME: self.span_names.overflowed,
             semconv.ATTR_TASK_PREFIX: self.prefixes.overflowed,
+            **{name: limiter.overflowed for name, limiter in self.workflow_labels.items()},
             semconv.LIMITED_SERIES: sum(self._folded.values()),
         }
 
@@ -215,11 +278,18 @@ class Instruments:
                 name, callbacks=[_observe_gauge(state, name)], unit=unit, description=description
             )
         if state.settings.cpu_hour_price is not None:
+            currency = "{" + state.settings.currency + "}"
             meter.create_observable_counter(
                 semconv.M_SPAN_COST,
                 callbacks=[_observe(state, semconv.M_SPAN_COST)],
-                unit="{" + state.settings.currency + "}",
-                description="Estimated cost of the CPU made available while the span ran",
+                unit=currency,
+                description="Cost of the thread time the span's own tasks used",
+            )
+            meter.create_observable_counter(
+                semconv.M_CLUSTER_COST,
+                callbacks=[_observe(state, semconv.M_CLUSTER_COST)],
+                unit=currency,
+                description="Cost of the thread time the cluster made available, by share",
             )
         self._histograms: dict[str, Histogram] = {
             semconv.M_WORKFLOW_EFFICIENCY: meter.create_histogram(

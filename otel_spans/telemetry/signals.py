@@ -25,6 +25,7 @@ from otel_spans.export.resource import build_resource
 from otel_spans.export.sdk import CountingMetricExporter, make_metric_exporter
 from otel_spans.export.senders import make_request_sender
 from otel_spans.records import (
+    Attrs,
     CounterDelta,
     DeferredTask,
     GaugeValue,
@@ -218,20 +219,32 @@ class Signals:
         return self.samples.submit(sample)
 
     def record_task_duration(
-        self, tags: tuple[str, ...], prefix: str, seconds: float, trace_id: int, span_id: int
+        self,
+        tags: tuple[str, ...],
+        labels: Attrs,
+        prefix: str,
+        seconds: float,
+        trace_id: int,
+        span_id: int,
     ) -> None:
         """One finished task (on the event loop): a bisect and a few additions."""
         self.task_durations.record(
-            self.metric_state.task_labels(tags, prefix), seconds, trace_id, span_id
+            self.metric_state.task_labels(tags, labels, prefix), seconds, trace_id, span_id
         )
 
     def task_exemplar(
-        self, tags: tuple[str, ...], prefix: str, seconds: float, trace_id: int, span_id: int
+        self,
+        tags: tuple[str, ...],
+        labels: Attrs,
+        prefix: str,
+        seconds: float,
+        trace_id: int,
+        span_id: int,
     ) -> None:
         """A task span exported after its task was counted (one of its group's slowest):
         the duration histogram may point at it from now on."""
         self.task_durations.exemplar(
-            self.metric_state.task_labels(tags, prefix), seconds, trace_id, span_id
+            self.metric_state.task_labels(tags, labels, prefix), seconds, trace_id, span_id
         )
 
     # -- bookkeeping ---------------------------------------------------------------------

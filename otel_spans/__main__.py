@@ -18,11 +18,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     rep.add_argument("path", help="an OTLP/JSON lines file, or a directory of them")
     rep.add_argument("-o", "--out", help="where to write (default: <path>/otel-spans-report)")
+    one = rep.add_mutually_exclusive_group()
+    one.add_argument("--key", help="print everything recorded for one task (its Dask key)")
+    one.add_argument(
+        "--group", help="print everything recorded for one task group (its name or prefix)"
+    )
     args = parser.parse_args(argv)
     if args.command == "report":
         from otel_spans.report.cli import main as report
 
-        return report(args.path, args.out)
+        return report(args.path, args.out, key=args.key, group=args.group)
     if args.command == "demo":
         from otel_spans.demo import main as demo
 

@@ -11,6 +11,7 @@ import pytest
 from distributed import span
 
 from benchmarks.synthetic_trace import write as write_synthetic
+from otel_spans.report.load import load_spans
 from tests.cluster import cluster_test, traced_cluster
 from tests.tasks import inc
 from tests.test_workflow_analysis import golden_graph
@@ -107,7 +108,7 @@ def test_report_scales_to_100k_spans_within_a_memory_bound(tmp_path: Path) -> No
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
-    assert "50 steps" in result.stdout  # one task per layer on the path
+    assert "50 tasks, " in result.stdout  # one task per layer on the path
     peak_kib = int(result.stdout.rsplit("peak_kib", 1)[1])
     assert peak_kib < 400 * 1024
 
@@ -146,3 +147,65 @@ def test_missing_path_and_empty_input(tmp_path: Path) -> None:
     result = run_report(str(empty))
     assert result.returncode == 1
     assert "no Dask spans" in result.stderr
+
+
+def boom() -> None:
+    raise ValueError("designed failure")
+
+
+@cluster_test(90)
+async def test_lookup_of_one_task_or_group_and_the_numbers_of_the_summary(
+    tmp_path: Path,
+) -> None:
+    """8 alpha tasks (tuple keys), 8 beta tasks on them, one task that fails; 3 task
+    runs kept per group. The summary counts by state and shares of wall time; --key and
+    --group print what the trace holds for one task and one group."""
+    config = {
+        "otel-spans.directory": str(tmp_path),
+        "otel-spans.traces.tasks.slowest": 3,
+        # the default: worker metrics (with heartbeats, the first one 1 s after a worker
+        # starts) land before the root's export
+        "otel-spans.traces.linger": "2s",
+    }
+    async with traced_cluster(config) as (client, _, _):
+        with span("lookup"):
+            alpha = client.map(inc, range(8), key=[("alpha", i) for i in range(8)])
+            beta = client.map(inc, alpha, key=[f"beta-{i}" for i in range(8)])
+            assert await client.gather(beta) == list(range(2, 10))
+            failed = client.submit(boom, key="boom-0")
+            with pytest.raises(ValueError, match="designed failure"):
+                await failed
+    out_dir = str(tmp_path / "out")
+    summary = run_report(str(tmp_path), "-o", out_dir)
+    assert summary.returncode == 0, summary.stderr
+    assert "tasks by state: 1 erred, 16 memory" in summary.stdout, summary.stdout
+    assert "parallel efficiency 0.0%" not in summary.stdout
+    assert "of the critical path | of wall time" in summary.stdout
+    assert "task groups, " in summary.stdout  # the path's nodes, named as what they are
+
+    failure = run_report(str(tmp_path), "--key", "boom-0")
+    assert failure.returncode == 0, failure.stderr
+    assert "task 'boom' in Dask span 'lookup'" in failure.stdout, failure.stdout
+    assert "status ERROR" in failure.stdout and "ValueError" in failure.stdout
+    assert "dask.worker.address = tcp://127.0.0.1:" in failure.stdout
+
+    kept = {
+        str(s.attributes["dask.task.key"])
+        for s in load_spans(tmp_path)
+        if str(s.attributes.get("dask.task.key", "")).startswith("('alpha'")
+    }
+    assert len(kept) == 3, kept  # the design: 3 of 8 kept
+    shown = run_report(str(tmp_path), "--key", sorted(kept)[0])
+    assert shown.returncode == 0, shown.stderr
+    assert f"dask.task.key = {sorted(kept)[0]}" in shown.stdout
+    assert "task group alpha" in shown.stdout
+    (dropped, *_) = sorted({str(("alpha", i)) for i in range(8)} - kept)
+    missing = run_report(str(tmp_path), "--key", dropped)
+    assert missing.returncode == 1
+    assert "task runs are sampled: try --group" in missing.stderr
+
+    group = run_report(str(tmp_path), "--group", "beta")
+    assert group.returncode == 0, group.stderr
+    assert "dask.task_group.task_count = 8" in group.stdout, group.stdout
+    assert "depends on alpha" in group.stdout
+    assert "3 task runs in the trace (slowest first)" in group.stdout

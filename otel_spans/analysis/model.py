@@ -122,6 +122,9 @@ class Workflow:
     #: Seconds by activity from the workers' fine performance metrics
     #: (``{"thread-cpu": 3.2, "thread-noncpu": 0.4, ...}``); may be empty.
     activity_seconds: Mapping[str, float] = field(default_factory=dict)
+    #: Compute time of all its tasks as the scheduler summed it (every task, sampled
+    #: or not); ``None`` to sum :attr:`tasks` instead.
+    compute_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _check_interval(f"workflow {self.name!r}", self.start_ns, self.end_ns)

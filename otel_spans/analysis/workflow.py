@@ -97,6 +97,9 @@ class Bottleneck:
     critical_share: float
     median_s: float
     max_s: float
+    #: Its critical seconds over the workflow's wall time: how much of the wait for
+    #: the workflow this prefix was (``critical_share`` leaves out the waiting).
+    wall_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,6 +386,7 @@ def _bottlenecks(
                 critical_share=critical.share if critical else 0.0,
                 median_s=_median(values) / _NS_PER_S,
                 max_s=values[-1] / _NS_PER_S,
+                wall_share=(critical.seconds / path.wall_s) if critical and path.wall_s else 0.0,
             )
         )
     return tuple(sorted(ranked, key=lambda b: (-b.seconds, b.prefix)))
@@ -429,35 +433,50 @@ def _stragglers(
     return tuple(found)
 
 
-def parallel_efficiency(busy_s: float, idle_s: float) -> float | None:
-    """The one definition of a workflow's parallel efficiency (docs/telemetry.md):
-    busy thread-seconds of its tasks over busy plus idle, the split Dask makes of the
-    thread-seconds the cluster offered while it ran. ``None`` when nothing was offered."""
-    total = busy_s + idle_s
-    return busy_s / total if total > 0 else None
+def parallel_efficiency(busy_s: float, offered_s: float) -> float | None:
+    """The one definition of a workflow's parallel efficiency (docs/telemetry.md): the
+    thread-seconds its tasks were busy over those the cluster offered while it ran, at
+    most 1. ``None`` when nothing was offered."""
+    return min(busy_s / offered_s, 1.0) if offered_s > 0 else None
+
+
+def busy_seconds(metrics_busy_s: float, compute_s: float) -> float:
+    """A workflow's busy thread-seconds: its tasks' worker time by Dask's fine
+    performance metrics, never less than their compute time. The metrics travel with
+    worker heartbeats; compute times come with each finished task, so they stand in for
+    metrics that have not arrived yet (a root exported as the cluster closes)."""
+    return max(metrics_busy_s, compute_s)
 
 
 def efficiency(workflow: Workflow) -> Efficiency:
     """Parallel efficiency, speedup and idle thread time over the workflow window.
 
     With the workers' activity seconds (the spans' ``dask.span.run.time.*``, or metrics
-    files) efficiency is :func:`parallel_efficiency`, exactly what the scheduler puts on
-    the root span. Without them (traces from otel-spans 0.1) it is estimated from the
-    traced compute intervals over the thread-seconds of :attr:`Workflow.threads`,
-    clipped to the window.
+    files) efficiency is :func:`parallel_efficiency` of :func:`busy_seconds` over the
+    thread-seconds offered (busy plus idle by the metrics), exactly what the scheduler
+    puts on the root span. Without them (traces from otel-spans 0.1) it is estimated
+    from the traced compute intervals over the thread-seconds of
+    :attr:`Workflow.threads`, clipped to the window.
     """
     lo, hi = workflow.start_ns, workflow.end_ns
     sequential_ns = sum(task.end_ns - task.start_ns for task in workflow.tasks)
+    sequential_s = (
+        workflow.compute_seconds
+        if workflow.compute_seconds is not None
+        else sequential_ns / _NS_PER_S
+    )
     thread_ns = sum(
         iv.nthreads * max(0, min(iv.end_ns, hi) - max(iv.start_ns, lo)) for iv in workflow.threads
     )
     wall_ns = workflow.wall_ns
     seconds = dict(workflow.activity_seconds)
-    idle_s = seconds.pop(IDLE_ACTIVITY, None)
-    if idle_s is not None:
-        busy_s = sum(seconds.values())
-        thread_s = busy_s + idle_s
-        ratio = parallel_efficiency(busy_s, idle_s)
+    metrics_idle_s = seconds.pop(IDLE_ACTIVITY, None)
+    if metrics_idle_s is not None:
+        metrics_busy_s = sum(seconds.values())
+        thread_s = metrics_busy_s + metrics_idle_s
+        busy_s = busy_seconds(metrics_busy_s, sequential_s)
+        idle_s: float | None = max(thread_s - busy_s, 0.0)
+        ratio = parallel_efficiency(busy_s, thread_s)
         basis = "worker metrics"
     else:
         busy_ns = sum(max(0, min(t.end_ns, hi) - max(t.start_ns, lo)) for t in workflow.tasks)
@@ -468,12 +487,12 @@ def efficiency(workflow: Workflow) -> Efficiency:
         basis = "task spans"
     return Efficiency(
         wall_s=wall_ns / _NS_PER_S,
-        sequential_s=sequential_ns / _NS_PER_S,
+        sequential_s=sequential_s,
         busy_s=busy_s,
         thread_s=thread_s,
         idle_s=idle_s,
         efficiency=ratio,
-        speedup=sequential_ns / wall_ns if wall_ns > 0 else None,
+        speedup=sequential_s * _NS_PER_S / wall_ns if wall_ns > 0 else None,
         peak_threads=_peak_threads(workflow.threads, lo, hi),
         mean_threads=thread_ns / wall_ns if workflow.threads and wall_ns > 0 else None,
         basis=basis,

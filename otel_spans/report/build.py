@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from otel_spans import semconv
 from otel_spans.analysis.model import Phase, SpanTimes, TaskRun, ThreadInterval, Workflow
@@ -26,6 +26,9 @@ class BuiltWorkflow:
     #: The Dask spans of the workflow, for the renderers.
     spans: tuple[SpanTimes, ...]
     trace_id: str
+    #: Tasks of the whole workflow by state, from its root's latest export
+    #: (``dask.span.task_states.*``, exported totals); empty when not recorded.
+    task_states: Mapping[str, int] = field(default_factory=dict)
 
 
 def _tags(span: LoadedSpan) -> tuple[str, ...]:
@@ -110,15 +113,46 @@ def build_workflows(
             threads=_threads(root, end),
             activity_seconds=_run_seconds(members)
             or dict((activity or {}).get(_tags(root)[0], {})),
+            compute_seconds=_compute_seconds(root, members),
         )
         spans_times = tuple(
             (_tags(s), s.start_ns, max(s.end_ns, s.start_ns))
             for s in sorted(members, key=lambda s: s.start_ns)
         )
         granularity = "tasks" if complete else "task groups"
-        out.append(BuiltWorkflow(workflow, granularity, spans_times, root.trace_id))
+        out.append(
+            BuiltWorkflow(
+                workflow, granularity, spans_times, root.trace_id, _task_states(root, members)
+            )
+        )
     out.sort(key=lambda b: b.workflow.start_ns)
     return out
+
+
+def _compute_seconds(root: LoadedSpan, members: Iterable[LoadedSpan]) -> float | None:
+    """The compute time of every task of the workflow, as the scheduler summed it at the
+    root's latest export (``dask.workflow.sequential_time``); None when not recorded."""
+    uuid = root.attributes.get(semconv.DASK_SPAN_ID)
+    found = [
+        s.attributes[semconv.WORKFLOW_SEQUENTIAL_TIME]
+        for s in members
+        if s.attributes.get(semconv.DASK_SPAN_ID) == uuid
+        and _number(s.attributes.get(semconv.WORKFLOW_SEQUENTIAL_TIME))
+    ]
+    return float(max(found)) if found else None
+
+
+def _task_states(root: LoadedSpan, members: Iterable[LoadedSpan]) -> dict[str, int]:
+    """The root's task counts by state at its latest export (they only grow)."""
+    uuid = root.attributes.get(semconv.DASK_SPAN_ID)
+    exports = [s for s in members if s.attributes.get(semconv.DASK_SPAN_ID) == uuid]
+    latest = max(exports, key=lambda s: _int(s, semconv.DASK_SPAN_CONTINUATION, 0), default=root)
+    prefix = semconv.DASK_SPAN_TASK_STATES_PREFIX
+    return {
+        key[len(prefix) :]: _int(latest, key, 0)
+        for key in sorted(latest.attributes)
+        if key.startswith(prefix) and _int(latest, key, 0)
+    }
 
 
 #: ``dask.span.run.time.<activity>`` names the activity as an attribute part

@@ -13,6 +13,7 @@ from otel_spans.analysis.workflow import analyse
 from otel_spans.report import chrome, html
 from otel_spans.report.build import build_workflows
 from otel_spans.report.load import InputError, LoadedSpan, load_activity, load_spans
+from otel_spans.report.lookup import lookup_group, lookup_key
 from otel_spans.report.summary import render_summary
 
 #: A progress line every this many spans loaded.
@@ -34,8 +35,17 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[:80] or "workflow"
 
 
-def report(path: Path, out_dir: Path | None, *, stdout: TextIO, stderr: TextIO) -> int:
-    """Analyse every workflow in ``path``; returns the process exit code."""
+def report(
+    path: Path,
+    out_dir: Path | None,
+    *,
+    stdout: TextIO,
+    stderr: TextIO,
+    key: str | None = None,
+    group: str | None = None,
+) -> int:
+    """Analyse every workflow in ``path`` (or look up one task ``key`` or ``group``);
+    returns the process exit code."""
     try:
         spans = list(_with_progress(load_spans(path), stderr))
         activity = load_activity(path)
@@ -45,6 +55,17 @@ def report(path: Path, out_dir: Path | None, *, stdout: TextIO, stderr: TextIO) 
     except OSError as e:
         print(f"otel-spans report: {path}: {e.strerror or e}", file=stderr)
         return 2
+    if key is not None or group is not None:
+        found = lookup_key(spans, key) if key is not None else lookup_group(spans, group or "")
+        if found is None:
+            what = f"task {key!r}" if key is not None else f"task group {group!r}"
+            hint = (
+                " (task runs are sampled: try --group with its prefix)" if key is not None else ""
+            )
+            print(f"otel-spans report: no span of {what} in {path}{hint}", file=stderr)
+            return 1
+        print(found, file=stdout)
+        return 0
     workflows = build_workflows(spans, activity)
     del spans
     if not workflows:
@@ -69,7 +90,12 @@ def report(path: Path, out_dir: Path | None, *, stdout: TextIO, stderr: TextIO) 
     return 0
 
 
-def main(path: str, out_dir: str | None) -> int:
+def main(path: str, out_dir: str | None, key: str | None = None, group: str | None = None) -> int:
     return report(
-        Path(path), Path(out_dir) if out_dir else None, stdout=sys.stdout, stderr=sys.stderr
+        Path(path),
+        Path(out_dir) if out_dir else None,
+        stdout=sys.stdout,
+        stderr=sys.stderr,
+        key=key,
+        group=group,
     )

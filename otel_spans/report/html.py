@@ -257,7 +257,8 @@ def _header(workflow: Workflow, analysis: Analysis) -> str:
     eff, path = analysis.efficiency, analysis.critical_path
     speedup = "n/a" if eff.speedup is None else f"{eff.speedup:.2f}×"
     idle = "n/a" if eff.idle_s is None else _seconds(eff.idle_s)
-    of_wall = f"{path.length_s / path.wall_s * 100:.0f} % of wall" if path.wall_s else ""
+    of_wall = f"{path.length_s / path.wall_s * 100:.0f} % of wall, " if path.wall_s else ""
+    of_wall += f"{len(path.steps):,} nodes"
     cards = [
         ("Wall time", _seconds(eff.wall_s), f"{workflow.task_count:,} tasks"),
         ("Parallel efficiency", _percent(eff.efficiency), f"idle {idle} ({eff.basis})"),
@@ -588,6 +589,7 @@ def _bottlenecks(analysis: Analysis, max_rows: int) -> str:
             ("", _bar(b.share, _colour(b.prefix))),
             ("num", _seconds(b.critical_seconds)),
             ("", _bar(b.critical_share, _CRITICAL)),
+            ("num", _percent(b.wall_share)),
             ("num", _seconds(b.median_s)),
             ("num", _seconds(b.max_s)),
         ]
@@ -600,6 +602,7 @@ def _bottlenecks(analysis: Analysis, max_rows: int) -> str:
         ("", "share of compute"),
         ("num", "on critical path"),
         ("", "share of path"),
+        ("num", "of wall time"),
         ("num", "median"),
         ("num", "max"),
     ]

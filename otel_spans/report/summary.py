@@ -18,6 +18,9 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
         f"  wall time {eff.wall_s:.3f}s, {wf.task_count} tasks"
         f" ({len(wf.tasks)} {built.granularity} analysed)",
     ]
+    if built.task_states:
+        states = ", ".join(f"{n} {state}" for state, n in built.task_states.items())
+        lines.append(f"  tasks by state: {states}")
     if eff.efficiency is not None:
         lines.append(
             f"  parallel efficiency {eff.efficiency:.1%}: {eff.busy_s:.2f} of"
@@ -44,8 +47,10 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
         )
     else:
         lines.append("  critical path:")
+    nodes = "task groups" if built.granularity != "tasks" else "tasks"
+    of_wall = f" ({path.length_s / path.wall_s:.0%} of wall)" if path.wall_s else ""
     lines.append(
-        f"    {len(path.steps)} steps, {path.length_s:.3f}s of work"
+        f"    {len(path.steps)} {nodes}, {path.length_s:.3f}s of work{of_wall}"
         f" ({path.compute_s:.3f}s compute, {path.transfer_s:.3f}s transfer),"
         f" {path.gap_s:.3f}s waiting"
     )
@@ -54,11 +59,11 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
     if len(path.steps) > 20:
         lines.append(f"    … {len(path.steps) - 20} more steps")
     if analysis.bottlenecks:
-        lines.append("  bottlenecks (share of task time | of the critical path):")
+        lines.append("  bottlenecks (share of task time | of the critical path | of wall time):")
         for b in analysis.bottlenecks[:_TOP]:
             lines.append(
                 f"    {b.prefix[:40]:<40} {b.share:6.1%} | {b.critical_share:6.1%}"
-                f"  ({b.tasks} tasks, {b.seconds:.3f}s)"
+                f" | {b.wall_share:6.1%}  ({b.tasks} tasks, {b.seconds:.3f}s)"
             )
     if analysis.stragglers:
         lines.append("  stragglers:")

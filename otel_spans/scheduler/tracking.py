@@ -573,7 +573,7 @@ class SpanTracker:
             intervals = span.nthreads_intervals
             busy, idle = snapshots.busy_and_idle(span.cumulative_worker_metrics)
             extra = workflow.analysis_attributes(
-                span, stop=stop, intervals=intervals, busy_seconds=busy, idle_seconds=idle
+                span, stop=stop, intervals=intervals, metrics_busy=busy, metrics_idle=idle
             )
             if full:
                 events += workflow.nthreads_events(intervals)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from otel_spans import semconv
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
-from otel_spans.analysis.workflow import critical_path, parallel_efficiency
+from otel_spans.analysis.workflow import busy_seconds, critical_path, parallel_efficiency
 from otel_spans.records import AttrValue, EventRecord, ns
 
 if TYPE_CHECKING:
@@ -63,14 +63,15 @@ def group_workflow(root: Span, stop: float, intervals: Intervals) -> Workflow:
 
 
 def analysis_attributes(
-    root: Span, *, stop: float, intervals: Intervals, busy_seconds: float, idle_seconds: float
+    root: Span, *, stop: float, intervals: Intervals, metrics_busy: float, metrics_idle: float
 ) -> tuple[tuple[str, AttrValue], ...]:
     """Critical path, efficiency and bottlenecks of a finished root, as span attributes
-    (``stop``, ``intervals``: the root's own, read once; ``busy_seconds`` and
-    ``idle_seconds``: :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its tree).
+    (``stop``, ``intervals``: the root's own, read once; ``metrics_busy`` and
+    ``metrics_idle``: :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its tree,
+    Dask's split of the thread-seconds the cluster offered it).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
-    busy plus idle thread-seconds, Dask's own split of what the cluster offered."""
+    offered thread-seconds, busy never less than the tasks' compute time."""
     compute_by_prefix: dict[str, float] = {}
     for tg in root.traverse_groups():
         compute = tg.all_durations.get("compute", 0.0)
@@ -84,7 +85,9 @@ def analysis_attributes(
         (semconv.WORKFLOW_CRITICAL_PATH_GROUPS, tuple(step.task.key for step in path.steps)),
         (semconv.WORKFLOW_CRITICAL_PATH_LENGTH, path.length_s),
     ]
-    efficiency = parallel_efficiency(busy_seconds, idle_seconds)
+    efficiency = parallel_efficiency(
+        busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
+    )
     if efficiency is not None:
         attrs.append((semconv.WORKFLOW_EFFICIENCY, efficiency))
     if wall > 0:

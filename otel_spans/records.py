@@ -199,6 +199,8 @@ class GroupRecord:
     task_spans_kept: int
     task_spans_dropped: int
     links: tuple[LinkRecord, ...] = ()
+    #: When its computation was submitted (epoch ns); 0 when unknown.
+    submitted_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)

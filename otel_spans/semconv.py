@@ -178,6 +178,8 @@ DASK_TASK_GROUP_NBYTES: Final = "dask.task_group.nbytes"
 #: Summed durations by action: ``dask.task_group.duration.<action>`` (compute, transfer...).
 DASK_TASK_GROUP_DURATION_PREFIX: Final = "dask.task_group.duration."
 DASK_TASK_GROUP_WORKERS: Final = "dask.task_group.workers"
+#: When the client submitted the computation that created the group (epoch ns).
+DASK_TASK_GROUP_SUBMITTED: Final = "dask.task_group.submitted"
 #: Task spans of the group that were not exported (sampling, budget).
 DASK_TASK_GROUP_TASK_SPANS_DROPPED: Final = "dask.task_group.task_spans.dropped"
 DASK_TASK_GROUP_TASK_SPANS_KEPT: Final = "dask.task_group.task_spans.kept"

@@ -468,3 +468,69 @@ def test_a_million_tasks() -> None:
     assert result.stragglers
     assert elapsed < 45, f"analyse took {elapsed:.1f} s"
     assert peak < 500_000_000, f"peak {peak / 1e6:.0f} MB"
+
+
+def test_stragglers_compare_successful_runs_of_single_tasks_only() -> None:
+    """Five loads of 100 ms: an erred one that hung for 2 s is not a straggler (it
+    failed for its own reasons), a successful one of 1 s is; a group-level step standing
+    for 16 tasks is never compared with single runs."""
+    loads = [task(f"load-{i}", "w1", 1, 0, 100) for i in range(5)]
+    hung = replace(task("load-5", "w1", 1, 0, 2000), state="erred")
+    slow = task("load-6", "w1", 1, 0, 1000)
+    group = replace(task("load-group", "w1", 1, 0, 5000), count=16)
+    workflow = Workflow("w", at(0), at(5000), tuple([*loads, hung, slow, group]))
+    assert [s.task.key for s in stragglers(workflow)] == ["load-6"]
+
+
+@pytest.mark.parametrize(
+    ("key", "width", "expected"),
+    [
+        (
+            "('random_sample-9f1e3b7c2a5d4e6f8a9b0c1d2e3f4a5b', 3, 4)",
+            30,
+            "('random_sample-9f1e3b…, 3, 4)",
+        ),
+        ("sum-aggregate-9f1e3b7c2a5d4e6f8a9b0c1d2e3f4a5b-7", 30, "sum-aggregate-9…0c1d2e3f4a5b-7"),
+        ("inc-1", 30, "inc-1"),
+    ],
+)
+def test_long_keys_keep_what_tells_tasks_apart(key: str, width: int, expected: str) -> None:
+    from otel_spans.report.summary import readable_key
+
+    assert readable_key(key, width) == expected
+    assert len(readable_key(key, width)) <= width
+
+
+def test_the_path_follows_stages_the_client_ran_one_after_another() -> None:
+    """Three stages with no data between them: the client submitted each after the
+    previous one's result came back (100 ms and 50 ms later). Without the submission
+    times the path would be the last stage alone; with them it runs through all three,
+    and the waiting splits into the client's time and scheduling."""
+
+    def submitted(run: TaskRun, ms: int) -> TaskRun:
+        return replace(run, submitted_ns=at(ms))
+
+    stage_a = [
+        submitted(task("a-0", "w1", 1, 10, 300), 0),
+        submitted(task("a-1", "w2", 1, 10, 200), 0),
+    ]
+    # submitted 100 ms after a-0 ended; started 20 ms after that
+    stage_b = [
+        submitted(task("b-0", "w1", 1, 420, 600), 400),
+        submitted(task("b-1", "w2", 1, 420, 500), 400),
+    ]
+    stage_c = [submitted(task("c-0", "w1", 1, 660, 900), 650)]
+    workflow = Workflow("stages", at(0), at(950), tuple(stage_a + stage_b + stage_c))
+
+    path = critical_path(workflow)
+    assert path.keys == ("a-0", "b-0", "c-0")
+    assert path.client_s == pytest.approx(0.150)  # 300 -> 400 and 600 -> 650
+    assert [round(s.client_s, 3) for s in path.steps] == [0.0, 0.1, 0.05]
+    # a-0 waited 10 ms for its start, b-0 20 ms after its submission, c-0 10 ms
+    assert path.scheduling_s == pytest.approx(0.040)
+    assert path.tail_s == pytest.approx(0.050)
+    # without submission times: the last stage alone
+    bare = Workflow(
+        "stages", at(0), at(950), tuple(replace(t, submitted_ns=None) for t in workflow.tasks)
+    )
+    assert critical_path(bare).keys == ("c-0",)

@@ -654,3 +654,18 @@ def test_a_hanging_collector_costs_worker_spans_counted_never_a_hang(
     # 200 spans through a queue of 4 that nobody drains: the rest are dropped, and counted
     assert int(stats["dropped"]) >= 200 - 4 - 2 * 2
     assert stats["exported"] == 0
+
+
+def test_adopted_callers_and_origins_are_bounded_oldest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long-lived scheduler runs workflows without end: what the callers remember per
+    Dask span (its adopted caller, a workflow's origin) forgets the oldest beyond the
+    bound instead of growing."""
+    from otel_spans.scheduler import callers
+
+    monkeypatch.setattr(callers, "_MAX_REMEMBERED", 3)
+    memory: dict[str, int] = {}
+    for i in range(5):
+        callers._remember(memory, f"span-{i}", i)
+    assert memory == {"span-2": 2, "span-3": 3, "span-4": 4}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -86,3 +87,27 @@ async def test_root_span_carries_critical_path_and_efficiency(otlp_receiver: Otl
     assert efficiency[-1].attributes["dask.span.root"] == "golden"
     assert efficiency[-1].value["count"] == 1
     assert efficiency[-1].value["sum"] == pytest.approx(attrs["dask.workflow.efficiency"])
+
+
+@cluster_test(90)
+async def test_the_path_runs_through_stages_the_client_ran_in_turn(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """Three stages computed one after another, no data between them, the client
+    pausing 0.2 s between two: the path of the root span goes through all three (by
+    dependencies alone it would be the last stage only)."""
+    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, "otel-spans.traces.linger": "2s"}
+    async with traced_cluster(config) as (client, _, _):
+        with span("stages"):
+            for stage, seconds in (("extract", 0.3), ("transform", 0.2), ("load", 0.1)):
+                with span(stage):
+                    work = [delayed(step)(seconds, dask_key_name=f"{stage}-{i}") for i in range(2)]
+                    assert await client.gather(client.compute(work)) == [seconds, seconds]
+                await asyncio.sleep(0.2)  # the client's own time between two stages
+        root = await await_until(
+            lambda: [s for s in otlp_receiver.spans() if s.name == "stages"], 20
+        )
+    groups = root[-1].attributes["dask.workflow.critical_path.groups"]
+    assert [g.split("-")[0] for g in groups] == ["extract", "transform", "load"]
+    # the path's length is the stages' work, not the last stage's alone
+    assert root[-1].attributes["dask.workflow.critical_path.length"] >= 0.3 + 0.2 + 0.1

@@ -79,6 +79,9 @@ class TaskRun:
     #: Tasks this run stands for: 1 for a task's run; a whole task group's task count
     #: when the analysis is group-level (task spans were sampled), so counts stay true.
     count: int = 1
+    #: When the client submitted the computation that created the task; ``None`` when
+    #: unknown. A task submitted after its inputs were ready waited for the client.
+    submitted_ns: int | None = None
 
     def __post_init__(self) -> None:
         if self.end_ns < self.start_ns:

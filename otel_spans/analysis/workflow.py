@@ -13,6 +13,7 @@ measures it.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,15 @@ class PathStep:
     #: Time before this task's compute when nothing on the path ran: the task waited
     #: to be scheduled, for a free thread, or for the workflow to start sending work.
     wait_s: float
+    #: The part of :attr:`wait_s` before the client submitted this task's computation,
+    #: after the previous step's result was ready (the client's own time: gathering
+    #: that result, think-time, code between two ``compute`` calls).
+    client_s: float = 0.0
+
+    @property
+    def scheduling_s(self) -> float:
+        """The rest of the wait: the scheduler and a free thread (queueing)."""
+        return self.wait_s - self.client_s
 
     @property
     def compute_s(self) -> float:
@@ -75,6 +85,13 @@ class CriticalPath:
     prefixes: tuple[Share, ...]
     #: The same by task group.
     groups: tuple[Share, ...]
+    #: Of :attr:`gap_s`: the client's time between a result and the next submission.
+    client_s: float = 0.0
+
+    @property
+    def scheduling_s(self) -> float:
+        """Of :attr:`gap_s`: waits for the scheduler and free threads."""
+        return self.gap_s - self.client_s - self.tail_s
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -197,7 +214,7 @@ def analyse(
                 key=lambda b: (-b.critical_seconds, b.prefix),
             )
         ),
-        stragglers=_stragglers(workflow.tasks, durations, straggler_factor, straggler_min_tasks),
+        stragglers=_stragglers(workflow.tasks, straggler_factor, straggler_min_tasks),
         efficiency=efficiency(workflow),
         activities=activities(workflow.activity_seconds),
     )
@@ -229,7 +246,9 @@ def critical_path(workflow: Workflow) -> CriticalPath:
             groups=(),
         )
     by_key = _last_run_by_key(tasks)
-    task = max(tasks, key=_finish_order)
+    by_end = sorted(tasks, key=_finish_order)
+    ends = [t.end_ns for t in by_end]
+    task = by_end[-1]
     backwards = [task]
     seen = {task.key}
     while True:
@@ -242,12 +261,29 @@ def critical_path(workflow: Workflow) -> CriticalPath:
             rank = (_arrival_ns(dep, task), dep.end_ns, dep_key)
             if best is None or rank > best_rank:
                 best, best_rank = dep, rank
+        submitted = task.submitted_ns
+        if submitted is not None and (best is None or best_rank[0] < submitted):
+            # Its inputs were ready before the client asked for it: the path runs
+            # through what the client was waiting for, the last result before then.
+            best = _last_done_before(by_end, ends, submitted, seen) or best
         if best is None:
             break
         task = best
         seen.add(task.key)
         backwards.append(task)
     return _path_of(workflow, backwards[::-1])
+
+
+def _last_done_before(
+    by_end: Sequence[TaskRun], ends: Sequence[int], when: int, seen: set[str]
+) -> TaskRun | None:
+    """The task that finished last at or before ``when`` and is not on the path yet."""
+    i = bisect_right(ends, when)
+    while i > 0:
+        i -= 1
+        if by_end[i].key not in seen:
+            return by_end[i]
+    return None
 
 
 def _last_run_by_key(tasks: Sequence[TaskRun]) -> dict[str, TaskRun]:
@@ -290,7 +326,7 @@ def _covered_ns(phases: Iterable[Phase], lo: int, hi: int) -> int:
 
 def _path_of(workflow: Workflow, chain: list[TaskRun]) -> CriticalPath:
     steps: list[PathStep] = []
-    compute_ns = transfer_ns = wait_ns = 0
+    compute_ns = transfer_ns = wait_ns = client_ns = 0
     prefixes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     previous: TaskRun | None = None
@@ -299,10 +335,14 @@ def _path_of(workflow: Workflow, chain: list[TaskRun]) -> CriticalPath:
         inputs = task.transfers if previous is None else _inputs_from(task, previous)
         transfer = _covered_ns(inputs, ready, task.start_ns)
         wait = max(0, task.start_ns - ready - transfer)
-        steps.append(PathStep(task, transfer / _NS_PER_S, wait / _NS_PER_S))
+        client = 0
+        if previous is not None and task.submitted_ns is not None:
+            client = min(wait, max(0, task.submitted_ns - ready))
+        steps.append(PathStep(task, transfer / _NS_PER_S, wait / _NS_PER_S, client / _NS_PER_S))
         compute_ns += task.compute_ns
         transfer_ns += transfer
         wait_ns += wait
+        client_ns += client
         for totals, name in ((prefixes, task.prefix), (groups, task.group)):
             totals[name][0] += 1
             totals[name][1] += task.compute_ns
@@ -319,6 +359,7 @@ def _path_of(workflow: Workflow, chain: list[TaskRun]) -> CriticalPath:
         tail_s=tail_ns / _NS_PER_S,
         prefixes=_shares(prefixes, length_ns),
         groups=_shares(groups, length_ns),
+        client_s=client_ns / _NS_PER_S,
     )
 
 
@@ -399,19 +440,18 @@ def stragglers(
 
     Only prefixes with at least ``min_tasks`` tasks and a non-zero median qualify: a
     median of one or two tasks, or of instantaneous ones, says nothing about typical.
-    The costliest stragglers (largest excess over the median) come first.
+    Only successful runs of single tasks take part: an erred run stopped early (or
+    late) for its own reasons, and a group-level step is many tasks, not one. The
+    costliest stragglers (largest excess over the median) come first.
     """
-    return _stragglers(workflow.tasks, _durations_by_prefix(workflow.tasks), factor, min_tasks)
+    return _stragglers(workflow.tasks, factor, min_tasks)
 
 
-def _stragglers(
-    tasks: Iterable[TaskRun],
-    durations: Mapping[str, list[int]],
-    factor: float,
-    min_tasks: int,
-) -> tuple[Straggler, ...]:
+def _stragglers(tasks: Iterable[TaskRun], factor: float, min_tasks: int) -> tuple[Straggler, ...]:
     if factor <= 0:
         raise ValueError(f"straggler factor must be > 0, got {factor}")
+    tasks = [t for t in tasks if t.state == "memory" and t.count == 1]
+    durations = _durations_by_prefix(tasks)
     medians = {
         prefix: median
         for prefix, values in durations.items()

@@ -78,6 +78,10 @@ def build_workflows(
         root = root_of(parent)
         group_root[(g.trace_id, g.span_id)] = (root.trace_id, root.span_id)
         groups_of[(root.trace_id, root.span_id)].append(g)
+    submitted = {
+        (g.trace_id, g.span_id): _int(g, semconv.DASK_TASK_GROUP_SUBMITTED, 0) or None
+        for g in groups
+    }
     tasks_of: dict[tuple[str, str], list[LoadedSpan]] = defaultdict(list)
     for t in tasks.values():
         root_key = group_root.get((t.trace_id, t.parent_span_id))
@@ -101,7 +105,12 @@ def build_workflows(
         )
         if complete:
             runs = tuple(
-                _task_run(t, phases_of.get((t.trace_id, t.span_id), [])) for t in its_tasks
+                _task_run(
+                    t,
+                    phases_of.get((t.trace_id, t.span_id), []),
+                    submitted.get((t.trace_id, t.parent_span_id)),
+                )
+                for t in its_tasks
             )
         else:
             runs = _group_runs(its_groups)
@@ -174,7 +183,7 @@ def _run_seconds(members: Iterable[LoadedSpan]) -> dict[str, float]:
     return out
 
 
-def _task_run(task: LoadedSpan, phases: list[LoadedSpan]) -> TaskRun:
+def _task_run(task: LoadedSpan, phases: list[LoadedSpan], submitted: int | None) -> TaskRun:
     attrs = task.attributes
     compute = [p for p in phases if p.name == "compute"]
     start = min((p.start_ns for p in compute), default=task.start_ns)
@@ -203,6 +212,7 @@ def _task_run(task: LoadedSpan, phases: list[LoadedSpan]) -> TaskRun:
         transfers=transfers,
         state=str(attrs.get(semconv.DASK_TASK_STATE, "memory")),
         nbytes=int(attrs.get(semconv.DASK_TASK_NBYTES, 0) or 0),
+        submitted_ns=submitted,
     )
 
 
@@ -221,6 +231,7 @@ def _group_runs(groups: list[LoadedSpan]) -> tuple[TaskRun, ...]:
             state="erred" if _int(g, semconv.DASK_TASK_GROUP_TASK_STATES_ERRED, 0) else "memory",
             # dask.task_group.tasks in files from otel-spans 0.1
             count=_int(g, semconv.DASK_TASK_GROUP_TASK_COUNT, _int(g, "dask.task_group.tasks", 1)),
+            submitted_ns=_int(g, semconv.DASK_TASK_GROUP_SUBMITTED, 0) or None,
         )
         for g in groups
     )

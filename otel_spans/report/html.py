@@ -486,8 +486,10 @@ def _critical_path(analysis: Analysis, scale: _Scale, max_rows: int, granularity
     summary = (
         f"<p>{len(path.steps):,} {steps_are}, {_seconds(path.length_s)} long "
         f"({_seconds(path.compute_s)} compute, {_seconds(path.transfer_s)} transfers) "
-        f"in {_seconds(path.wall_s)} of wall time; {_seconds(path.gap_s)} waiting "
-        f"(scheduling, busy threads, {_seconds(path.tail_s)} after the last task).</p>"
+        f"in {_seconds(path.wall_s)} of wall time; {_seconds(path.gap_s)} waiting: "
+        f"{_seconds(path.client_s)} on the client between a result and the next "
+        f"submission, {_seconds(path.scheduling_s)} scheduling and queueing, "
+        f"{_seconds(path.tail_s)} after the last task.</p>"
     )
     shares = [
         [

@@ -52,10 +52,12 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
     lines.append(
         f"    {len(path.steps)} {nodes}, {path.length_s:.3f}s of work{of_wall}"
         f" ({path.compute_s:.3f}s compute, {path.transfer_s:.3f}s transfer),"
-        f" {path.gap_s:.3f}s waiting"
+        f" {path.gap_s:.3f}s waiting: {path.client_s:.3f}s on the client between a result"
+        f" and the next submission, {path.scheduling_s:.3f}s scheduling and queueing,"
+        f" {path.tail_s:.3f}s after the last task"
     )
     for step in path.steps[:20]:
-        lines.append(f"    → {step.task.key[:60]}  {step.compute_s:.3f}s")
+        lines.append(f"    → {readable_key(step.task.key, 60)}  {step.compute_s:.3f}s")
     if len(path.steps) > 20:
         lines.append(f"    … {len(path.steps) - 20} more steps")
     if analysis.bottlenecks:
@@ -69,10 +71,26 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
         lines.append("  stragglers:")
         for s in analysis.stragglers[:_TOP]:
             lines.append(
-                f"    {s.task.key[:50]:<50} {s.seconds:.3f}s = {s.ratio:.1f}× its prefix median"
+                f"    {readable_key(s.task.key, 50):<50} {s.seconds:.3f}s"
+                f" = {s.ratio:.1f}× its prefix median"
             )
     if analysis.activities:
         lines.append("  worker time by activity:")
         for a in analysis.activities[:8]:
             lines.append(f"    {a.name[:40]:<40} {a.seconds:9.3f}s {a.share:6.1%}")
     return "\n".join(lines)
+
+
+def readable_key(key: str, width: int) -> str:
+    """A task key cut to ``width`` characters without losing what tells tasks apart:
+    a tuple key keeps its indices (``('random_sample-9f1e…', 3, 4)``), and any other
+    its end, where Dask puts the index (``sum-aggregate-…-7``)."""
+    if len(key) <= width:
+        return key
+    if key.startswith("(") and "," in key:
+        name, indices = key.split(",", 1)
+        room = width - len(indices) - 2
+        if room >= 8:
+            return f"{name[:room]}…,{indices}"
+    half = (width - 1) // 2
+    return f"{key[: width - 1 - half]}…{key[-half:]}"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Container, Hashable, Iterable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from otel_spans import ids, semconv
 from otel_spans.context import parse_traceparent
@@ -65,8 +65,17 @@ def parse_caller(value: Any) -> Caller | None:
     return Caller(trace_id, span_id, bool(value.get("link", False)), flags)
 
 
-#: Most workflows whose origin is remembered (oldest forgotten first).
-_MAX_ORIGINS = 10_000
+#: Most workflows whose origin, and Dask spans whose adopted caller, are remembered
+#: (oldest forgotten first): a long-lived scheduler runs workflows without end.
+_MAX_REMEMBERED = 10_000
+
+_V = TypeVar("_V")
+
+
+def _remember(memory: dict[str, _V], uuid: str, value: _V) -> None:
+    memory[uuid] = value
+    if len(memory) > _MAX_REMEMBERED:
+        del memory[next(iter(memory))]
 
 
 class Origin:
@@ -175,9 +184,8 @@ class CallerContexts:
     def _origin_of(self, root_uuid: str) -> Origin:
         origin = self._origins.get(root_uuid)
         if origin is None:
-            origin = self._origins[root_uuid] = Origin()
-            if len(self._origins) > _MAX_ORIGINS:
-                del self._origins[next(iter(self._origins))]
+            origin = Origin()
+            _remember(self._origins, root_uuid, origin)
         return origin
 
     def adopt(
@@ -264,7 +272,7 @@ class CallerContexts:
                 or uuid in self._callers
             ):
                 continue
-            self._callers[uuid] = caller
+            _remember(self._callers, uuid, caller)
             adopted = True
         if adopted:
             self._keep_task(submitter)
@@ -275,7 +283,7 @@ class CallerContexts:
             # A new tree: its root adopts the caller; spans new in the same graph as
             # their root follow the Dask tree.
             if caller.trace_id != ids.workflow_trace_id(root.id):
-                self._callers[root.id] = caller
+                _remember(self._callers, root.id, caller)
             decided.add(root.id)
             return
         if span is root or root.id in decided or span.id in self._tracked:
@@ -289,4 +297,4 @@ class CallerContexts:
         if parent is not None and caller.span_id == ids.dask_span_id(parent.id):
             return
         # Opened by code running in a task of the tree (or elsewhere): hang under it.
-        self._callers[span.id] = caller
+        _remember(self._callers, span.id, caller)

@@ -17,6 +17,7 @@ from otel_spans.records import CodeSnippet, CounterDelta, EventRecord, ns
 
 if TYPE_CHECKING:
     from distributed import Scheduler
+    from distributed.scheduler import TaskGroup
     from distributed.spans import Span
 
 #: States reported as a snapshot for spans exported unfinished (at shutdown).
@@ -40,6 +41,14 @@ def span_uuid_of_key(scheduler: Scheduler, key: Any) -> str | None:
         return None
     group = ts.group if ts is not None else None
     return group.span_id if group is not None and group.span_id else None
+
+
+def submitted_at(scheduler: Scheduler, tg: TaskGroup) -> float | None:
+    """When the client submitted the computation that created ``tg``: the earliest
+    start of Dask's recent computations (a bounded deque) holding it; None when none
+    does. O(recent computations), a set lookup each."""
+    starts = [c.start for c in list(scheduler.computations) if tg in c.groups]
+    return min(starts) if starts else None
 
 
 def root_of(span: Span) -> Span:

@@ -32,6 +32,7 @@ from otel_spans.records import (
     ns,
     raw_phases,
 )
+from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.sampling import (
     CHILDREN,
     ERRED,
@@ -400,5 +401,6 @@ class TaskGroups:
                     task_spans_kept=kept,
                     task_spans_dropped=dropped,
                     links=tuple(links),
+                    submitted_ns=ns(snapshots.submitted_at(self.scheduler, tg) or 0.0),
                 )
             )

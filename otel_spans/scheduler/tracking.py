@@ -573,7 +573,12 @@ class SpanTracker:
             intervals = span.nthreads_intervals
             busy, idle = snapshots.busy_and_idle(span.cumulative_worker_metrics)
             extra = workflow.analysis_attributes(
-                span, stop=stop, intervals=intervals, metrics_busy=busy, metrics_idle=idle
+                span,
+                stop=stop,
+                intervals=intervals,
+                metrics_busy=busy,
+                metrics_idle=idle,
+                submitted_at=lambda tg: snapshots.submitted_at(self._scheduler, tg),
             )
             if full:
                 events += workflow.nthreads_events(intervals)

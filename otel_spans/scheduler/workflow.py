@@ -12,6 +12,7 @@ critical-path walk is :func:`otel_spans.analysis.workflow.critical_path`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from otel_spans import semconv
@@ -20,6 +21,7 @@ from otel_spans.analysis.workflow import busy_seconds, critical_path, parallel_e
 from otel_spans.records import AttrValue, EventRecord, ns
 
 if TYPE_CHECKING:
+    from distributed.scheduler import TaskGroup
     from distributed.spans import Span
 
 #: How many bottleneck prefixes and thread-count changes a root span carries at most.
@@ -31,11 +33,18 @@ MAX_NTHREADS_EVENTS = 256
 Intervals = list[tuple[float, float, int]]
 
 
-def group_workflow(root: Span, stop: float, intervals: Intervals) -> Workflow:
+def group_workflow(
+    root: Span,
+    stop: float,
+    intervals: Intervals,
+    submitted_at: Callable[[TaskGroup], float | None] = lambda tg: None,
+) -> Workflow:
     """The workflow of ``root``'s tree with each task group as one step.
 
     ``stop`` and ``intervals`` are the root's ``Span.stop`` and ``nthreads_intervals``,
     read once by the caller: Dask computes each by walking the whole subtree.
+    ``submitted_at`` gives when a group's computation was submitted, so that the
+    critical path follows stages the client ran one after another.
     """
     groups = [tg for tg in root.traverse_groups() if tg.start and tg.stop]
     names = {id(tg): f"{tg.name}" for tg in groups}
@@ -49,6 +58,7 @@ def group_workflow(root: Span, stop: float, intervals: Intervals) -> Workflow:
             start_ns=ns(tg.start),
             end_ns=ns(max(tg.stop, tg.start)),
             dependencies=tuple(names[id(d)] for d in tg.dependencies if id(d) in names),
+            submitted_ns=_ns_or_none(submitted_at(tg)),
         )
         for tg in groups
     ]
@@ -63,7 +73,13 @@ def group_workflow(root: Span, stop: float, intervals: Intervals) -> Workflow:
 
 
 def analysis_attributes(
-    root: Span, *, stop: float, intervals: Intervals, metrics_busy: float, metrics_idle: float
+    root: Span,
+    *,
+    stop: float,
+    intervals: Intervals,
+    metrics_busy: float,
+    metrics_idle: float,
+    submitted_at: Callable[[TaskGroup], float | None] = lambda tg: None,
 ) -> tuple[tuple[str, AttrValue], ...]:
     """Critical path, efficiency and bottlenecks of a finished root, as span attributes
     (``stop``, ``intervals``: the root's own, read once; ``metrics_busy`` and
@@ -79,7 +95,7 @@ def analysis_attributes(
             compute_by_prefix[tg.prefix.name] = compute_by_prefix.get(tg.prefix.name, 0.0) + compute
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
-    path = critical_path(group_workflow(root, stop, intervals))
+    path = critical_path(group_workflow(root, stop, intervals, submitted_at))
     attrs: list[tuple[str, AttrValue]] = [
         (semconv.WORKFLOW_SEQUENTIAL_TIME, sequential),
         (semconv.WORKFLOW_CRITICAL_PATH_GROUPS, tuple(step.task.key for step in path.steps)),
@@ -98,6 +114,10 @@ def analysis_attributes(
         shares = tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
         attrs.append((semconv.WORKFLOW_BOTTLENECK_SHARES, shares))
     return tuple(attrs)
+
+
+def _ns_or_none(seconds: float | None) -> int | None:
+    return ns(seconds) if seconds else None
 
 
 def nthreads_events(intervals: Intervals) -> tuple[EventRecord, ...]:

@@ -136,6 +136,8 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
         semconv.DASK_TASK_GROUP_TASK_SPANS_KEPT: record.task_spans_kept,
         semconv.DASK_TASK_GROUP_TASK_SPANS_DROPPED: record.task_spans_dropped,
     }
+    if record.submitted_ns:
+        attrs[semconv.DASK_TASK_GROUP_SUBMITTED] = record.submitted_ns
     for action, seconds in record.durations:
         attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
     return _encode(

@@ -1,0 +1,39 @@
+"""``otel-spans demo`` as a new user runs it: no warnings, no tracebacks, and a report
+whose critical path runs through the stages the workflow ran one after another."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_the_demo_runs_clean_and_its_path_goes_through_its_stages(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DASK_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "otel_spans", "demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert "Warning" not in err, err
+    assert "Traceback (most recent call last)" not in err, err
+    # the one log line of the designed failure (a corrupt record the workflow skips)
+    errors = [line for line in err.splitlines() if " - ERROR - " in line]
+    assert errors == [errors[0]] and "Compute Failed" in errors[0], err
+    assert "record 3 is corrupt" in err
+    out = result.stdout
+    assert "tasks by state: 1 erred, " in out, out
+    # the path: the arrays of load and features, then aggregate's and model's tasks,
+    # which depend on nothing before them but the client's waiting for results
+    path = [line.split("→ ", 1)[1] for line in out.splitlines() if "→ " in line]
+    assert any(step.startswith("('random-") for step in path), path
+    stages = [re.sub(r"[-(].*", "", step.lstrip("('")) for step in path]
+    assert stages.index("_sums") < stages.index("_slow") < stages.index("_fragile"), stages
+    assert "on the client between a result and the next submission" in out

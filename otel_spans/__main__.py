@@ -16,15 +16,46 @@ def main(argv: list[str] | None = None) -> int:
         "report",
         help="critical path, bottlenecks, efficiency; writes a Perfetto trace and an HTML report",
     )
-    rep.add_argument("path", help="an OTLP/JSON lines file, or a directory of them")
+    rep.add_argument("path", nargs="?", help="an OTLP/JSON lines file, or a directory of them")
     rep.add_argument("-o", "--out", help="where to write (default: <path>/otel-spans-report)")
+    rep.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BASELINE", "CURRENT"),
+        help="compare two runs (files or directories): wall, compute, bytes, counts per span"
+        " and task group, with a verdict each",
+    )
+    rep.add_argument("--workflow", help="with --compare: the root span name to compare")
+    rep.add_argument("--json", help="with --compare: also write the comparison as JSON here")
+    rep.add_argument(
+        "--fail-if-slower",
+        metavar="PERCENT",
+        help="with --compare: exit 3 when a workflow's wall time grew by more (e.g. 20%%)",
+    )
     one = rep.add_mutually_exclusive_group()
     one.add_argument("--key", help="print everything recorded for one task (its Dask key)")
     one.add_argument(
         "--group", help="print everything recorded for one task group (its name or prefix)"
     )
     args = parser.parse_args(argv)
+    if args.command == "report" and args.compare:
+        from pathlib import Path
+
+        from otel_spans.report.compare import run
+
+        baseline, current = args.compare
+        return run(
+            Path(baseline),
+            Path(current),
+            workflow=args.workflow,
+            json_out=Path(args.json) if args.json else None,
+            fail_if_slower=args.fail_if_slower,
+            stdout=sys.stdout,
+            stderr=sys.stderr,
+        )
     if args.command == "report":
+        if args.path is None:
+            parser.error("report: give a PATH, or --compare BASELINE CURRENT")
         from otel_spans.report.cli import main as report
 
         return report(args.path, args.out, key=args.key, group=args.group)

@@ -29,6 +29,10 @@ class BuiltWorkflow:
     #: Tasks of the whole workflow by state, from its root's latest export
     #: (``dask.span.task_states.*``, exported totals); empty when not recorded.
     task_states: Mapping[str, int] = field(default_factory=dict)
+    #: The exported Dask spans (every export) and task-group spans of the workflow,
+    #: for comparisons and lookups.
+    dask_spans: tuple[LoadedSpan, ...] = ()
+    group_spans: tuple[LoadedSpan, ...] = ()
 
 
 def _tags(span: LoadedSpan) -> tuple[str, ...]:
@@ -131,7 +135,13 @@ def build_workflows(
         granularity = "tasks" if complete else "task groups"
         out.append(
             BuiltWorkflow(
-                workflow, granularity, spans_times, root.trace_id, _task_states(root, members)
+                workflow,
+                granularity,
+                spans_times,
+                root.trace_id,
+                _task_states(root, members),
+                tuple(members),
+                tuple(its_groups),
             )
         )
     out.sort(key=lambda b: b.workflow.start_ns)

@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(current),
             workflow=args.workflow,
             json_out=Path(args.json) if args.json else None,
+            out_dir=Path(args.out) if args.out else None,
             fail_if_slower=args.fail_if_slower,
             stdout=sys.stdout,
             stderr=sys.stderr,

@@ -51,6 +51,9 @@ async def test_compare_names_the_stage_that_got_slower(tmp_path: Path) -> None:
         ("task group", "load"): "same",
         ("task group", "publish"): "new",
     }
+    page = (tmp_path / "current" / "otel-spans-report" / "compare.html").read_text()
+    assert '<tr class="slower"><td>span</td><td>nightly/transform</td>' in page
+    assert '<tr class="new"><td>task group</td><td>publish</td>' in page
     transform = next(r for r in workflow["rows"] if r["name"] == "transform")
     # from the design: 2 tasks of 0.2 s, then of 0.8 s
     assert 0.4 <= transform["baseline"]["compute_s"] < 0.6

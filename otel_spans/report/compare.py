@@ -12,6 +12,7 @@ change is only called ``slower`` or ``faster`` when it exceeds both
 
 from __future__ import annotations
 
+import html
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -203,18 +204,80 @@ def render(comparison: Comparison) -> str:
     ]
     for row in comparison.rows:
         b, c = row.baseline, row.current
-        extra = ""
-        if b and c:
-            extra = (
-                f"{b.tasks}→{c.tasks} tasks, {b.erred}→{c.erred} erred, {b.nbytes:,}→{c.nbytes:,} B"
-            )
         lines.append(
             f"  {row.kind:<11} {row.name[:40]:<40} {_side(b):>9} {_side(c):>9}"
-            f"  {row.verdict:<8}  {extra}"
+            f"  {row.verdict:<8}  {_counts(row)}"
         )
     lines.append(f"  critical path, baseline: {' → '.join(comparison.baseline_path[:12])}")
     lines.append(f"  critical path, current:  {' → '.join(comparison.current_path[:12])}")
     return "\n".join(lines)
+
+
+_STYLE = """
+body{font:14px system-ui,sans-serif;margin:24px;color:#222}
+table{border-collapse:collapse;margin:8px 0 24px}
+td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.slower td.verdict{color:#b00020;font-weight:600} tr.faster td.verdict{color:#1b7f3b}
+tr.new td.verdict,tr.gone td.verdict{color:#6a3fb5}
+.paths{display:grid;grid-template-columns:1fr 1fr;gap:24px}
+.paths ol{margin:4px 0;padding-left:20px}
+"""
+
+
+def render_html(comparisons: Iterable[Comparison]) -> str:
+    """The comparison as one self-contained page: a table per workflow, then the two
+    critical paths side by side."""
+    sections = []
+    for c in comparisons:
+        rows = "".join(
+            f'<tr class="{r.verdict}"><td>{_esc(r.kind)}</td><td>{_esc(r.name)}</td>'
+            f'<td class="num">{_cell(r.baseline)}</td><td class="num">{_cell(r.current)}</td>'
+            f'<td class="num">{_ratio(r)}</td><td class="verdict">{r.verdict}</td>'
+            f"<td>{_counts(r)}</td></tr>"
+            for r in c.rows
+        )
+        paths = "".join(
+            f"<div><h3>{side}</h3><ol>{_items(path)}</ol></div>"
+            for side, path in (("baseline", c.baseline_path), ("current", c.current_path))
+        )
+        sections.append(
+            f"<section><h2>{_esc(c.workflow)}: {c.wall.verdict}</h2>"
+            "<table><tr><th>kind</th><th>name</th><th>baseline</th><th>current</th>"
+            "<th>ratio</th><th>verdict</th><th>tasks, errors, bytes</th></tr>"
+            f'{rows}</table><h3>Critical path</h3><div class="paths">{paths}</div></section>'
+        )
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>otel-spans comparison</title><style>{_STYLE}</style></head><body>"
+        "<h1>otel-spans comparison</h1>"
+        "<p>Workflow and span rows compare wall time, task-group rows the compute time of"
+        f" all their tasks; a change within {NOISE_RATIO:.0%} or {NOISE_SECONDS} s is"
+        f" 'same'.</p>{''.join(sections)}</body></html>"
+    )
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _items(keys: tuple[str, ...]) -> str:
+    return "".join(f"<li>{_esc(k)}</li>" for k in keys[:50])
+
+
+def _ratio(row: Row) -> str:
+    return "" if row.ratio is None else f"{row.ratio:.2f}×"
+
+
+def _cell(n: Numbers | None) -> str:
+    return "—" if n is None else f"{n.seconds:.3f} s"
+
+
+def _counts(row: Row) -> str:
+    b, c = row.baseline, row.current
+    if b is None or c is None:
+        return ""
+    return f"{b.tasks}→{c.tasks} tasks, {b.erred}→{c.erred} erred, {b.nbytes:,}→{c.nbytes:,} B"
 
 
 def to_json(comparisons: Iterable[Comparison]) -> str:
@@ -241,12 +304,14 @@ def run(
     *,
     workflow: str | None,
     json_out: Path | None,
+    out_dir: Path | None,
     fail_if_slower: str | None,
     stdout: TextIO,
     stderr: TextIO,
 ) -> int:
-    """The ``--compare`` command; exit 0, 1 (nothing to compare), 2 (bad input) or 3
-    (the workflow got slower than ``--fail-if-slower`` allows)."""
+    """The ``--compare`` command: the text to ``stdout``, the HTML page into ``out_dir``
+    (default: ``CURRENT/otel-spans-report``), JSON to ``json_out``; exit 0, 1 (nothing
+    to compare), 2 (bad input) or 3 (a workflow got slower than ``fail_if_slower``)."""
     try:
         limit = parse_percent(fail_if_slower) if fail_if_slower is not None else None
     except ValueError:
@@ -270,6 +335,11 @@ def run(
         print(render(comparison), file=stdout)
     if json_out is not None:
         json_out.write_text(to_json(comparisons), encoding="utf-8")
+    target = out_dir or (current if current.is_dir() else current.parent) / "otel-spans-report"
+    target.mkdir(parents=True, exist_ok=True)
+    page = target / "compare.html"
+    page.write_text(render_html(comparisons), encoding="utf-8")
+    print(f"  wrote {page} (side by side)", file=stdout)
     if limit is not None:
         slower = [
             c.workflow

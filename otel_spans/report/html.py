@@ -24,6 +24,7 @@ from importlib import resources
 
 from otel_spans.analysis.model import SpanTimes, TaskRun, Workflow
 from otel_spans.analysis.workflow import Analysis
+from otel_spans.report import graph
 
 _WIDTH = 1100
 _LABEL_W = 300
@@ -72,6 +73,7 @@ def render(
         _header(workflow, analysis),
         _waterfall(workflow, analysis, spans, scale, max_groups, max_spans),
         _critical_path(analysis, scale, max_path_rows, granularity),
+        graph.section(workflow.tasks, analysis, _esc),
         _activity(analysis),
         _bottlenecks(analysis, max_rows),
         _stragglers(analysis, scale, max_rows),

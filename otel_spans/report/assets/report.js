@@ -16,6 +16,16 @@
     }
     return n * unit;
   }
+  document.querySelectorAll("button[data-zoom]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var svg = document.getElementById("graph-svg");
+      var scale = (parseFloat(svg.getAttribute("data-scale")) || 1) *
+        parseFloat(button.getAttribute("data-zoom"));
+      svg.setAttribute("data-scale", String(scale));
+      svg.setAttribute("width", String(parseFloat(svg.getAttribute("data-width")) * scale));
+      svg.setAttribute("height", String(parseFloat(svg.getAttribute("data-height")) * scale));
+    });
+  });
   document.querySelectorAll("table.sortable").forEach(function (table) {
     table.querySelectorAll("th").forEach(function (th, column) {
       th.addEventListener("click", function () {

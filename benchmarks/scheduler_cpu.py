@@ -13,6 +13,8 @@ Variants, each against ``baseline`` (no otel-spans) in the same round:
 * ``default``: traces (task groups + sampled task runs), metrics and logs;
 * ``metrics``: metrics only;
 * ``all``: ``traces.tasks.mode: all`` (every task run a span);
+* ``profile``: ``default`` plus ``profile: true`` (each finished workflow's busiest
+  prefixes' profiles fetched from the workers and exported);
 * ``worker``: the worker preload only (tasks that start no spans): worker CPU.
 
 Reported per workload and variant: added scheduler CPU per task in µs (the variant's
@@ -71,6 +73,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         }
     },
     "all": {"otel-spans": {"traces": {"tasks": {"mode": "all"}}}},
+    "profile": {"otel-spans": {"profile": True}},
 }
 #: The worker-preload variant: the scheduler runs without otel-spans.
 WORKER = "worker"
@@ -154,7 +157,8 @@ class Measurement(NamedTuple):
     scheduler_cpu: float
     #: the same over the workload's wall time only
     scheduler_cpu_during: float
-    #: CPU s of both worker processes over the workload
+    #: CPU s of both worker processes over the same window as ``scheduler_cpu`` (the
+    #: workers answer profile requests after the workload)
     worker_cpu: float
 
 
@@ -164,6 +168,7 @@ def settle(client: Client, timeout: float = 120) -> None:
     while time.monotonic() < deadline:
         stats = client.sync(client.scheduler.otel_spans_stats)
         busy = stats["traces"]["queued"] + stats["traces"]["sending"] + stats["logs"]["queued"]
+        busy += stats.get("profiles", {}).get("waiting", 0)
         if stats["open_spans"] == 0 and busy == 0:
             return
         time.sleep(0.1)
@@ -184,7 +189,6 @@ def run_variant(variant: str, endpoint: str, n: int) -> dict[str, Measurement]:
             workload(client, n)
             wall = time.perf_counter() - t0
             during = _cpu(cluster.scheduler) - s0
-            worker_cpu = sum(_cpu(w) for w in cluster.workers) - w0
             # The same window for every variant: otel-spans exports a span
             # ``traces.linger`` (2 s) after it ends, and the idle scheduler's own
             # CPU over the wait must not count as otel-spans' cost.
@@ -192,6 +196,7 @@ def run_variant(variant: str, endpoint: str, n: int) -> dict[str, Measurement]:
             if variant not in ("baseline", WORKER):
                 settle(client)
             time.sleep(max(0.0, deadline - time.perf_counter()))
+            worker_cpu = sum(_cpu(w) for w in cluster.workers) - w0
             out[name] = Measurement(wall, _cpu(cluster.scheduler) - s0, during, worker_cpu)
     return out
 

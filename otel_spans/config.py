@@ -258,6 +258,17 @@ class CaptureSettings:
 
 
 @dataclass(frozen=True)
+class ProfileSettings:
+    """Dask's statistical profile of each finished workflow's busiest task prefixes."""
+
+    enabled: bool = False
+    #: Prefixes profiled per workflow, the busiest first.
+    prefixes: int = 5
+    #: Longest folded-stack text of one prefix (characters).
+    max_length: int = 65536
+
+
+@dataclass(frozen=True)
 class Settings:
     enabled: bool
     service_name: str | None
@@ -275,6 +286,7 @@ class Settings:
     record_limits: RecordLimits = RecordLimits()
     #: On every workflow's Dask spans (``workflow-attributes``), sorted by key.
     workflow_attributes: tuple[tuple[str, str | bool | int | float], ...] = ()
+    profile: ProfileSettings = ProfileSettings()
 
     @property
     def code_snippet_length(self) -> int:
@@ -634,6 +646,15 @@ class _Resolver:
             metrics=self.metrics(),
             logs=self.log_settings(),
             capture=self.capture(),
+            profile=ProfileSettings(
+                enabled=self.boolean("profile", self.get("profile")),
+                prefixes=self.integer(
+                    "profile-prefixes", self.get("profile-prefixes"), minimum=1, maximum=100
+                ),
+                max_length=self.integer(
+                    "profile-max-length", self.get("profile-max-length"), minimum=1024
+                ),
+            ),
             record_limits=RecordLimits(
                 attribute_length=self.layered(
                     "max-attribute-length",

@@ -268,6 +268,28 @@ class LogEntry:
     span_id: int = 0
     #: Instrumentation scope: the Python logger's name; "" for otel-spans' own scope.
     scope: str = ""
+    #: Longest body string; 0: the attribute length limit (a profile is longer).
+    body_length: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileRecord:
+    """Dask's statistical profile of one task prefix over one workflow's time window, as
+    the workers sent it: one call tree per worker (Dask's ``distributed.profile`` dicts,
+    decoded from their replies and owned by nobody else). Folded on the logs exporter
+    thread (:mod:`otel_spans.telemetry.profiles`), never on the event loop."""
+
+    time_ns: int
+    trace_id: int
+    #: The root Dask span's OTel span id.
+    span_id: int
+    #: The root Dask span's uuid and tags.
+    dask_span_id: str
+    tags: tuple[str, ...]
+    prefix: str
+    start_ns: int
+    end_ns: int
+    trees: tuple[object, ...]
 
 
 #: One ``startstops`` entry as the worker reported it: (action, start, stop, source),

@@ -237,6 +237,15 @@ LOG_TASK_ERRED: Final = "dask.task.erred"
 #: Event name of the log record sent when a workflow (a root Dask span) starts: it
 #: carries the trace and span ids at once, long before the trace itself arrives.
 LOG_SPAN_STARTED: Final = "dask.span.started"
+#: Event name of a log record holding Dask's statistical profile of one task prefix over
+#: one finished workflow (``otel-spans.profile``): the body is folded stacks text.
+LOG_PROFILE: Final = "dask.profile"
+#: Profile attributes: samples in the profile, distinct stacks, stacks summed into the
+#: "(other stacks)" line to fit ``profile-max-length``, workers that answered.
+DASK_PROFILE_SAMPLES: Final = "dask.profile.samples"
+DASK_PROFILE_STACKS: Final = "dask.profile.stacks"
+DASK_PROFILE_FOLDED_STACKS: Final = "dask.profile.folded_stacks"
+DASK_PROFILE_WORKERS: Final = "dask.profile.workers"
 #: Semantic-conventions attribute: the workflow's trace link (``otel-spans.trace-url``).
 URL_FULL: Final = "url.full"
 

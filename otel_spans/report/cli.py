@@ -12,7 +12,13 @@ from typing import TextIO
 from otel_spans.analysis.workflow import analyse
 from otel_spans.report import chrome, html
 from otel_spans.report.build import build_workflows
-from otel_spans.report.load import InputError, LoadedSpan, load_activity, load_spans
+from otel_spans.report.load import (
+    InputError,
+    LoadedSpan,
+    load_activity,
+    load_profiles,
+    load_spans,
+)
 from otel_spans.report.lookup import lookup_group, lookup_key
 from otel_spans.report.summary import render_summary
 
@@ -49,6 +55,7 @@ def report(
     try:
         spans = list(_with_progress(load_spans(path), stderr))
         activity = load_activity(path)
+        profiles = load_profiles(path)
     except InputError as e:
         print(f"otel-spans report: {e}", file=stderr)
         return 2
@@ -76,7 +83,8 @@ def report(
     used: set[str] = set()
     for built in workflows:
         analysis = analyse(built.workflow)
-        print(render_summary(built, analysis), file=stdout)
+        hot = profiles.get(built.trace_id, [])
+        print(render_summary(built, analysis, hot), file=stdout)
         slug = _slug(built.workflow.name)
         if slug in used:
             slug = f"{slug}-{built.trace_id[:8]}"
@@ -84,7 +92,9 @@ def report(
         trace_file = target / f"{slug}.perfetto.json"
         html_file = target / f"{slug}.html"
         chrome.write(trace_file, built.workflow, analysis, built.spans)
-        page = html.render(built.workflow, analysis, built.spans, granularity=built.granularity)
+        page = html.render(
+            built.workflow, analysis, built.spans, granularity=built.granularity, profiles=hot
+        )
         html_file.write_text(page, encoding="utf-8")
         print(f"  wrote {trace_file} (open in ui.perfetto.dev) and {html_file}\n", file=stdout)
     return 0

@@ -24,7 +24,8 @@ from importlib import resources
 
 from otel_spans.analysis.model import SpanTimes, TaskRun, Workflow
 from otel_spans.analysis.workflow import Analysis
-from otel_spans.report import graph
+from otel_spans.report import flame, graph
+from otel_spans.report.load import LoadedProfile
 
 _WIDTH = 1100
 _LABEL_W = 300
@@ -48,6 +49,7 @@ def render(
     max_rows: int = 25,
     max_path_rows: int = 300,
     granularity: str = "tasks",
+    profiles: Sequence[LoadedProfile] = (),
 ) -> str:
     """The report page for ``workflow`` and ``analyse(workflow)``.
 
@@ -66,6 +68,8 @@ def render(
         Rows of the bottleneck and straggler tables.
     max_path_rows
         Rows of the critical path table.
+    profiles
+        The workflow's ``dask.profile`` records (``otel-spans.profile``): flame graphs.
     """
     spans = list(spans)
     scale = _Scale.of(workflow, spans)
@@ -77,6 +81,7 @@ def render(
         _activity(analysis),
         _bottlenecks(analysis, max_rows),
         _stragglers(analysis, scale, max_rows),
+        flame.section(profiles, _esc),
     ]
     title = _esc(workflow.name) or "workflow"
     style, script = _assets()

@@ -131,6 +131,57 @@ def load_activity(path: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class LoadedProfile:
+    """One ``dask.profile`` log record: a task prefix's folded stacks over a workflow."""
+
+    trace_id: str
+    #: The root Dask span's export it belongs to.
+    span_id: str
+    prefix: str
+    #: Folded stacks text, ``frame;frame <samples>`` per line.
+    folded: str
+    samples: int
+    #: Stacks summed into the "(other stacks)" line.
+    folded_stacks: int
+
+
+def load_profiles(path: Path) -> dict[str, list[LoadedProfile]]:
+    """The ``dask.profile`` records of logs files beside ``path``, by trace id, the
+    most sampled prefix first; no or unreadable logs files just mean no profiles."""
+    out: dict[str, list[LoadedProfile]] = {}
+    try:
+        lines = list(_lines(path if path.is_dir() else path.parent, "logs"))
+    except InputError:
+        return {}
+    for _, _, request in lines:
+        for resource_logs in request.get("resourceLogs", []):
+            for scope_logs in resource_logs.get("scopeLogs", []):
+                for record in scope_logs.get("logRecords", []):
+                    if record.get("eventName") != "dask.profile":
+                        continue
+                    attrs = attributes(record.get("attributes", []))
+                    body = any_value(record.get("body", {}))
+                    trace_id = str(record.get("traceId", ""))
+                    out.setdefault(trace_id, []).append(
+                        LoadedProfile(
+                            trace_id=trace_id,
+                            span_id=str(record.get("spanId", "")),
+                            prefix=str(attrs.get("dask.task.prefix", "?")),
+                            folded=body if isinstance(body, str) else "",
+                            samples=_int_of(attrs.get("dask.profile.samples")),
+                            folded_stacks=_int_of(attrs.get("dask.profile.folded_stacks")),
+                        )
+                    )
+    for profiles in out.values():
+        profiles.sort(key=lambda p: (-p.samples, p.prefix))
+    return out
+
+
+def _int_of(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _spans_of(request: dict[str, Any]) -> Iterator[LoadedSpan]:
     for resource_spans in request.get("resourceSpans", []):
         resource = attributes(resource_spans.get("resource", {}).get("attributes", []))

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from otel_spans.analysis.workflow import Analysis
+from otel_spans.report import flame
 from otel_spans.report.build import BuiltWorkflow
+from otel_spans.report.load import LoadedProfile
 
 _TOP = 5
 
 
-def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
+def render_summary(
+    built: BuiltWorkflow, analysis: Analysis, profiles: Sequence[LoadedProfile] = ()
+) -> str:
     """Timeline of the Dask spans, critical path, bottlenecks and efficiency."""
     wf = built.workflow
     eff = analysis.efficiency
@@ -78,6 +84,9 @@ def render_summary(built: BuiltWorkflow, analysis: Analysis) -> str:
         lines.append("  worker time by activity:")
         for a in analysis.activities[:8]:
             lines.append(f"    {a.name[:40]:<40} {a.seconds:9.3f}s {a.share:6.1%}")
+    if profiles:
+        lines.append("  hot code (the function running itself most, per profiled prefix):")
+        lines.extend(flame.summary_lines(profiles))
     return "\n".join(lines)
 
 

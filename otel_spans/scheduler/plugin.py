@@ -29,6 +29,7 @@ from otel_spans.scheduler import workflows_page
 from otel_spans.scheduler.callers import watch_submitting_tasks
 from otel_spans.scheduler.events import DaskEvents
 from otel_spans.scheduler.metrics_reader import MetricsReader
+from otel_spans.scheduler.profiles import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
 from otel_spans.scheduler.task_groups import TaskGroups, compute_seconds
 from otel_spans.scheduler.tracking import SpanTracker
@@ -78,6 +79,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._callbacks: list[PeriodicCallback] = []
         self._tracker: SpanTracker | None = None
         self._metrics: MetricsReader | None = None
+        self._profiles: WorkflowProfiles | None = None
         self._events: DaskEvents | None = None
         self._internal_errors = 0
         self._error_log = Throttle(_ERROR_LOG_EVERY)
@@ -125,8 +127,14 @@ class OtelSpansPlugin(SchedulerPlugin):
                     span.tags, span.labels, prefix, seconds, span.trace_id, span_id
                 ),
             )
+        self._profiles = None
+        if settings.profile.enabled:
+            if settings.logs.target.enabled:
+                self._profiles = WorkflowProfiles(scheduler, settings.profile, signals)
+            else:
+                logger.warning("otel-spans: profile is on but logs go nowhere: no profiles")
         self._tracker = SpanTracker(
-            scheduler, settings, signals, task_groups, Resume(self._poll_safely)
+            scheduler, settings, signals, task_groups, Resume(self._poll_safely), self._profiles
         )
         self._metrics = MetricsReader(
             scheduler, settings, signals, self._tracker, Resume(self._metrics_safely)
@@ -157,6 +165,8 @@ class OtelSpansPlugin(SchedulerPlugin):
             return
         self._poll_safely(final=True)
         self._metrics_safely(final=True)
+        if self._profiles is not None:
+            self._profiles.close()
         # Hooks see no pipelines from here on; stats() still reads their counters.
         signals, self.signals = self.signals, None
         self._closed_signals = signals
@@ -191,6 +201,8 @@ class OtelSpansPlugin(SchedulerPlugin):
             out["unsampled_spans"] = tracker.unsampled + (groups.unsampled if groups else 0)
         if tracker is not None and tracker.task_groups is not None:
             out["dag"] = tracker.task_groups.stats()
+        if self._profiles is not None:
+            out["profiles"] = self._profiles.stats()
         signals = self.signals or self._closed_signals
         if signals is not None:
             out.update(signals.stats())  # internal errors of the loop and the exporters

@@ -35,6 +35,7 @@ from otel_spans.config import Settings, format_trace_url
 from otel_spans.records import AttrValue, HistogramSample, LinkRecord, LogEntry, SpanRecord, ns
 from otel_spans.scheduler import snapshots, workflow
 from otel_spans.scheduler.callers import CallerContexts
+from otel_spans.scheduler.profiles import WorkflowProfiles
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
@@ -123,12 +124,15 @@ class SpanTracker:
         signals: Signals,
         task_groups: TaskGroups | None,
         resume_poll: Resume,
+        profiles: WorkflowProfiles | None = None,
     ):
         self._scheduler = scheduler
         self._settings = settings
         self._signals = signals
         self.task_groups = task_groups
         self._resume_poll = resume_poll
+        #: Fetches the hot code of finished workflows (``otel-spans.profile``).
+        self.profiles = profiles
         #: Dask span uuid -> what is remembered of it.
         self.tracks: dict[str, TrackedSpan] = {}
         #: Spans not exported yet, or reopened since.
@@ -470,6 +474,10 @@ class SpanTracker:
                     sampled,
                 )
             )
+            if sampled and self.profiles is not None:
+                self.profiles.workflow_finished(
+                    span, track.trace_id, record.span_id, record.start_ns / 1e9, record.end_ns / 1e9
+                )
         track.exports += 1
         track.last_span_id = record.span_id
         track.last_end = span.stop

@@ -18,12 +18,17 @@ from otel_spans.export import wire
 from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.export.senders import make_request_sender
-from otel_spans.records import LogEntry
+from otel_spans.records import LogEntry, ProfileRecord
+from otel_spans.telemetry import profiles
 
 _MAX_DEPTH = 4
 _MAX_ITEMS = 100
 #: Encoded instrumentation scopes kept (one per Python logger: a handful in practice).
 _MAX_SCOPES = 100
+
+#: What the logs pipeline carries: log entries, and profiles folded into entries on its
+#: exporter thread.
+LogSource = LogEntry | ProfileRecord
 
 
 def _text(value: object, max_length: int) -> str:
@@ -60,7 +65,7 @@ def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
         time_ns=entry.time_ns,
         severity_number=entry.severity_number,
         severity_text=entry.severity_text,
-        body=safe_body(entry.body, max_length),
+        body=safe_body(entry.body, entry.body_length or max_length),
         attributes={k: safe_body(v, max_length) for k, v in entry.attributes},
         limits=limits,
         trace_id=entry.trace_id,
@@ -74,16 +79,26 @@ class LogEncoder:
     others under otel-spans' own scope (so a backend shows which logger said it)."""
 
     def __init__(
-        self, resource_attributes: Mapping[str, object], scope_name: str, limits: RecordLimits
+        self,
+        resource_attributes: Mapping[str, object],
+        scope_name: str,
+        limits: RecordLimits,
+        profile_length: int = 65536,
     ):
         self._encoder = wire.RequestEncoder(resource_attributes, scope_name)
         self._limits = limits
+        self._profile_length = profile_length
         #: Encoded scopes by logger name (a handful: the loggers of one library).
         self._scopes: dict[str, bytes] = {}
 
-    def request(self, batch: Sequence[LogEntry]) -> bytes:
+    def request(self, batch: Sequence[LogSource]) -> bytes:
         by_scope: dict[str, list[bytes]] = {}
-        for entry in batch:
+        for source in batch:
+            entry = (
+                profiles.log_entry(source, self._profile_length)
+                if isinstance(source, ProfileRecord)
+                else source
+            )
             by_scope.setdefault(entry.scope, []).append(log_record(entry, self._limits))
         return self._encoder.scoped_request(
             (self._scope(name), records) for name, records in by_scope.items()
@@ -102,12 +117,14 @@ class LogEncoder:
 
 def log_pipeline(
     settings: Settings, resource_attributes: Mapping[str, object], *, role: str, scope_name: str
-) -> ExportPipeline[LogEntry]:
+) -> ExportPipeline[LogSource]:
     """The bounded pipeline that sends one process's log entries to ``logs``' target."""
     sender = make_request_sender(settings.logs.target, signal="logs", role=role)
-    encoder = LogEncoder(resource_attributes, scope_name, settings.record_limits)
+    encoder = LogEncoder(
+        resource_attributes, scope_name, settings.record_limits, settings.profile.max_length
+    )
 
-    def send(batch: list[LogEntry]) -> Delivery:
+    def send(batch: list[LogSource]) -> Delivery:
         return deliver(batch, encoder.request, sender.send)
 
     return ExportPipeline(

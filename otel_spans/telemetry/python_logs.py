@@ -29,6 +29,7 @@ from otel_spans import semconv
 from otel_spans.config import PythonLogSettings
 from otel_spans.export.pipeline import ThreadProducer
 from otel_spans.records import AttrValue, LogEntry
+from otel_spans.telemetry.logs import LogSource
 
 logger = logging.getLogger("otel_spans")
 
@@ -68,7 +69,7 @@ class PythonLogs:
     def __init__(
         self,
         settings: PythonLogSettings,
-        producer: ThreadProducer[LogEntry],
+        producer: ThreadProducer[LogSource],
         about: About,
         *,
         exception_messages: bool,

@@ -32,6 +32,7 @@ from otel_spans.records import (
     GroupRecord,
     HistogramSample,
     LogEntry,
+    ProfileRecord,
     SpanRecord,
     TaskRecord,
 )
@@ -139,12 +140,16 @@ class Signals:
 
     # -- logs --------------------------------------------------------------------------
     def _init_logs(self, role: str) -> None:
-        self.logs: ExportPipeline[LogEntry] = logs.log_pipeline(
+        self.logs: ExportPipeline[logs.LogSource] = logs.log_pipeline(
             self.settings, self.resource.attributes, role=role, scope_name=semconv.SCOPE_NAME
         )
 
     def submit_log(self, entry: LogEntry) -> bool:
         return self.logs.submit(entry)
+
+    def submit_profile(self, record: ProfileRecord) -> bool:
+        """A workflow's profile of one prefix, folded on the logs exporter thread."""
+        return self.logs.submit(record)
 
     def export_python_logs(self, about: python_logs.About) -> None:
         """Records of Python's logging (``logs.python``) into the logs pipeline, from

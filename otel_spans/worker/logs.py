@@ -16,16 +16,15 @@ from dataclasses import dataclass
 from otel_spans import semconv
 from otel_spans.config import Settings
 from otel_spans.export.pipeline import ExportPipeline
-from otel_spans.records import LogEntry
 from otel_spans.telemetry import python_logs
-from otel_spans.telemetry.logs import log_pipeline
+from otel_spans.telemetry.logs import LogSource, log_pipeline
 
 
 class _Process:
     """What this process exports its Python log records with; guarded by ``_lock``."""
 
     def __init__(self) -> None:
-        self.pipeline: ExportPipeline[LogEntry] | None = None
+        self.pipeline: ExportPipeline[LogSource] | None = None
         self.sink: python_logs.PythonLogs | None = None
         #: Each live worker's lookup of what a logged key or span id means.
         self.abouts: list[python_logs.About] = []

@@ -9,7 +9,17 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="otel-spans", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="run a nested-span Dask workflow and show its trace")
+    demo_command = commands.add_parser(
+        "demo", help="run a nested-span Dask workflow and show its trace"
+    )
+    demo_command.add_argument(
+        "--compare",
+        action="store_true",
+        help="run it twice, the second time with one stage made slower, and compare",
+    )
+    # One run of --compare, in a process of its own.
+    demo_command.add_argument("--run-into", help=argparse.SUPPRESS)
+    demo_command.add_argument("--slower-by", type=float, default=0.0, help=argparse.SUPPRESS)
     tree = commands.add_parser("tree", help="print the traces in OTLP/JSON files as a timeline")
     tree.add_argument("path", help="an OTLP/JSON lines file or a directory of them")
     rep = commands.add_parser(
@@ -62,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         return report(args.path, args.out, key=args.key, group=args.group)
     if args.command == "demo":
         from otel_spans.demo import main as demo
+        from otel_spans.demo import run_into
 
-        return demo()
+        if args.run_into:
+            return run_into(args.run_into, args.slower_by)
+        return demo(compare=args.compare)
     from pathlib import Path
 
     from otel_spans.report.load import InputError, load_spans

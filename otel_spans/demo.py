@@ -6,6 +6,7 @@ spans land in OTLP/JSON files, which are then read back and printed as a timelin
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +16,11 @@ from typing import Any
 import dask
 from dask.base import compute
 from dask.delayed import delayed
+
+#: The root span of the demo's workflow.
+WORKFLOW = "nightly training"
+#: ``--compare``: the stage the second run makes slower, and by how much per task.
+SLOWER_STAGE, SLOWER_BY = "aggregate", 0.4
 
 
 def _slow(x: int, seconds: float) -> int:
@@ -41,7 +47,9 @@ def _partition(seed: int) -> Any:
     return pd.DataFrame({"key": rng.integers(0, 17, 2_500), "value": rng.random(2_500)})
 
 
-def _sums(part: Any) -> Any:
+def _sums(part: Any, slower: float = 0.0) -> Any:
+    if slower:
+        time.sleep(slower)  # the stage a later run made slower (demo --compare)
     return part.groupby("key")["value"].agg(["sum", "count"])
 
 
@@ -52,7 +60,9 @@ def _means(partials: list[Any]) -> float:
     return float((total["sum"] / total["count"]).sum())
 
 
-def run_workflow(client: object, progress: Callable[[str], None] = _quiet) -> dict[str, float]:
+def run_workflow(
+    client: object, progress: Callable[[str], None] = _quiet, slower: float = 0.0
+) -> dict[str, float]:
     """The workload: arrays and delayed pandas work in nested spans.
 
     One straggler (a delayed task 20× slower than its siblings) and one failing task
@@ -66,7 +76,7 @@ def run_workflow(client: object, progress: Callable[[str], None] = _quiet) -> di
 
     assert isinstance(client, Client)
     results: dict[str, float] = {}
-    with span("nightly training"):
+    with span(WORKFLOW):
         progress("load: a 2000×2000 array and 8 pandas partitions of 2,500 records")
         with span("load"):
             x = da.random.default_rng(42).random((2000, 2000), chunks=250).persist()
@@ -77,7 +87,8 @@ def run_workflow(client: object, progress: Callable[[str], None] = _quiet) -> di
             results["feature_norm"] = float((centred**2).sum().compute() ** 0.5)
         progress("aggregate: a groupby mean over the partitions")
         with span("aggregate"):
-            results["groups"] = delayed(_means)([delayed(_sums)(p) for p in parts]).compute()
+            sums = [delayed(_sums)(p, slower) for p in parts]
+            results["groups"] = delayed(_means)(sums).compute()
         progress("model: 8 delayed steps (one straggler), 5 records (one corrupt: Dask logs it)")
         with span("model"):
             parts = [delayed(_slow)(i, 1.0 if i == 5 else 0.05) for i in range(8)]
@@ -94,40 +105,52 @@ def run_workflow(client: object, progress: Callable[[str], None] = _quiet) -> di
     return results
 
 
-def main() -> int:
-    """Run the workflow on a LocalCluster with otel-spans preloaded, then report on it."""
+def _warm_up() -> None:
+    import dask.array  # noqa: F401
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+
+
+def _wait_for_export(client: Any, timeout: float = 20.0) -> None:
+    """Until the scheduler exported the finished workflow (and fetched its profiles,
+    with ``otel-spans.profile``); bounded."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stats = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.plugins["otel-spans"].stats()
+        )
+        profiles = stats.get("profiles", {})
+        if stats.get("open_spans") == 0 and profiles.get("waiting", 0) == 0:
+            return
+        time.sleep(0.2)
+
+
+def _run(overrides: dict[str, object], slower: float, label: str) -> tuple[Path | None, int]:
+    """One run of the workflow on a fresh LocalCluster; its output directory (None when
+    the telemetry went to a collector) and the exit code."""
     from distributed import Client, LocalCluster
 
     from otel_spans.config import Settings
-    from otel_spans.report.cli import report
 
-    overrides: dict[str, object] = {
-        "distributed.scheduler.preload": ["otel_spans"],
-        "distributed.diagnostics.computations.nframes": 1,
-        "otel-spans.traces.linger": "500ms",
-        # A small workflow: keep every task run, so the report's critical path is exact.
-        "otel-spans.traces.tasks.mode": "all",
-    }
-    with dask.config.set(overrides):
-        if Settings.from_config().traces.target.kind == "file":
-            # A directory of its own, so the report covers this run only.
-            run_dir = Path(dask.config.get("otel-spans.directory")) / time.strftime(
-                "demo-%Y%m%d-%H%M%S"
-            )
-            overrides["otel-spans.directory"] = str(run_dir)
     with dask.config.set(overrides):
         settings = Settings.from_config()
         target = settings.traces.target
-        print(f"otel-spans demo: exporting to {target.describe()}", flush=True)
+        print(f"otel-spans demo{label}: exporting to {target.describe()}", flush=True)
         started = time.perf_counter()
         with (
             LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
             Client(cluster) as client,
         ):
             print(f"cluster up: {cluster.scheduler_address}, 2 workers × 1 thread", flush=True)
+            # Imports on the workers before the workflow: a first stage that pays for
+            # them would differ from run to run by more than noise (--compare).
+            client.run(_warm_up)
             results = run_workflow(
-                client, lambda m: print(f"[{time.perf_counter() - started:5.1f}s] {m}", flush=True)
+                client,
+                lambda m: print(f"[{time.perf_counter() - started:5.1f}s] {m}", flush=True),
+                slower=slower,
             )
+            _wait_for_export(client)
             stats = client.run_on_scheduler(
                 lambda dask_scheduler: dask_scheduler.plugins["otel-spans"].stats()
             )
@@ -137,6 +160,79 @@ def main() -> int:
     print(f"trace records so far: {traces.get('submitted')} submitted, {traces.get('lost')} lost")
     if target.kind != "file":
         print("traces, metrics and logs went to the collector; open Jaeger/Tempo and Grafana")
-        return 0
-    print(f"\nOTLP/JSON written to {target.directory.resolve()}\n")
-    return report(target.directory, None, stdout=sys.stdout, stderr=sys.stderr)
+        return None, 0
+    print(f"\nOTLP/JSON written to {target.directory.resolve()}\n", flush=True)
+    return target.directory, 0
+
+
+def run_into(directory: str, slower: float) -> int:
+    """One run of ``demo --compare``, into ``directory`` (in a process of its own)."""
+    label = " (baseline run)"
+    if slower:
+        label = f" (second run: {SLOWER_STAGE} made slower on purpose)"
+    overrides = {**_OVERRIDES, "otel-spans.directory": directory}
+    return _run(overrides, slower, label)[1]
+
+
+#: The demo's configuration: every task run kept (a small workflow: the report's
+#: critical path is exact), spans exported half a second after they finish.
+_OVERRIDES: dict[str, object] = {
+    "distributed.scheduler.preload": ["otel_spans"],
+    "distributed.diagnostics.computations.nframes": 1,
+    "otel-spans.traces.linger": "500ms",
+    "otel-spans.traces.tasks.mode": "all",
+}
+
+
+def main(compare: bool = False) -> int:
+    """Run the workflow on a LocalCluster with otel-spans preloaded, then report on it;
+    with ``compare``, run it twice, the second time with one stage made slower on
+    purpose, and compare the two runs."""
+    from otel_spans.config import Settings
+    from otel_spans.report.cli import report
+    from otel_spans.report.compare import run as compare_runs
+
+    overrides = dict(_OVERRIDES)
+    run_dir: Path | None = None
+    with dask.config.set(overrides):
+        if Settings.from_config().traces.target.kind == "file":
+            # A directory of its own, so the report covers this run only.
+            run_dir = Path(dask.config.get("otel-spans.directory")) / time.strftime(
+                "demo-%Y%m%d-%H%M%S"
+            )
+    if not compare:
+        if run_dir is not None:
+            overrides["otel-spans.directory"] = str(run_dir)
+        directory, code = _run(overrides, 0.0, "")
+        if directory is None:
+            return code
+        return report(directory, None, stdout=sys.stdout, stderr=sys.stderr)
+    if run_dir is None:
+        print("otel-spans demo --compare reads the runs back: it needs the file exporter")
+        return 2
+    # Each run in a process of its own, as two nightly runs would be: a second run in
+    # the same client process finds its array graphs cached and its early stages faster.
+    runs: list[Path] = []
+    for name, slower in (("baseline", 0.0), ("slower", SLOWER_BY)):
+        directory = run_dir / name
+        command = [sys.executable, "-m", "otel_spans", "demo", "--run-into", str(directory)]
+        if slower:
+            command += ["--slower-by", str(slower)]
+        code = subprocess.run(command, check=False).returncode
+        if code:
+            return code
+        runs.append(directory)
+    print(
+        f"otel-spans report --compare {runs[0]} {runs[1]} --workflow '{WORKFLOW}'\n",
+        flush=True,
+    )
+    return compare_runs(
+        runs[0],
+        runs[1],
+        workflow=WORKFLOW,
+        json_out=None,
+        out_dir=None,
+        fail_if_slower=None,
+        stdout=sys.stdout,
+        stderr=sys.stderr,
+    )

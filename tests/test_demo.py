@@ -37,3 +37,35 @@ def test_the_demo_runs_clean_and_its_path_goes_through_its_stages(tmp_path: Path
     stages = [re.sub(r"[-(].*", "", step.lstrip("('")) for step in path]
     assert stages.index("_sums") < stages.index("_slow") < stages.index("_fragile"), stages
     assert "on the client between a result and the next submission" in out
+
+
+def test_demo_compare_finds_and_names_the_stage_it_made_slower(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DASK_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "otel_spans", "demo", "--compare"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr
+    assert "Traceback (most recent call last)" not in result.stderr, result.stderr
+    out = result.stdout
+    # 8 tasks of the aggregate stage, each 0.4 s slower on 2 threads: 1.6 s more wall
+    # time and 3.2 s more compute, beyond any noise threshold
+    assert "workflow 'nightly training': slower" in out, out
+    # rows are "  <kind:11> <name:40> <baseline> <current>  <verdict> ..."
+    verdicts = {
+        (line[2:13].strip(), line[14:54].strip()): line[75:85].split()[0]
+        for line in out.splitlines()
+        if line[2:13].strip() in ("workflow", "span", "task group") and line[2:3] != " "
+    }
+    assert verdicts[("span", "nightly training/aggregate")] == "slower", out
+    assert verdicts[("task group", "sums")] == "slower", out
+    assert (tmp_path / "otel-spans-data").is_dir()
+    compare_html = list(
+        tmp_path.glob("otel-spans-data/demo-*/slower/otel-spans-report/compare.html")
+    )
+    assert compare_html, list(tmp_path.rglob("*.html"))

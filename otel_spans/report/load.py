@@ -98,6 +98,15 @@ def load_spans(path: Path) -> Iterator[LoadedSpan]:
         yield from spans
 
 
+def _beside(path: Path, signal: str) -> list[dict[str, Any]]:
+    """The requests in the ``signal`` files beside ``path`` (the traces): none when
+    there are none or they cannot be read, which only means less to show."""
+    try:
+        return [request for _, _, request in _lines(path if path.is_dir() else path.parent, signal)]
+    except InputError:
+        return []
+
+
 def load_activity(path: Path) -> dict[str, dict[str, float]]:
     """Worker time by activity per workflow (``dask.span.root``), from metrics files.
 
@@ -105,11 +114,7 @@ def load_activity(path: Path) -> dict[str, dict[str, float]]:
     temporality); a missing or unreadable metrics file just means no breakdown.
     """
     latest: dict[tuple[tuple[str, Any], ...], tuple[int, float]] = {}
-    try:
-        lines = list(_lines(path if path.is_dir() else path.parent, "metrics"))
-    except InputError:
-        return {}
-    for _, _, request in lines:
+    for request in _beside(path, "metrics"):
         for rm in request.get("resourceMetrics", []):
             for sm in rm.get("scopeMetrics", []):
                 for metric in sm.get("metrics", []):
@@ -150,11 +155,7 @@ def load_profiles(path: Path) -> dict[str, list[LoadedProfile]]:
     """The ``dask.profile`` records of logs files beside ``path``, by trace id, the
     most sampled prefix first; no or unreadable logs files just mean no profiles."""
     out: dict[str, list[LoadedProfile]] = {}
-    try:
-        lines = list(_lines(path if path.is_dir() else path.parent, "logs"))
-    except InputError:
-        return {}
-    for _, _, request in lines:
+    for request in _beside(path, "logs"):
         for resource_logs in request.get("resourceLogs", []):
             for scope_logs in resource_logs.get("scopeLogs", []):
                 for record in scope_logs.get("logRecords", []):

@@ -287,8 +287,6 @@ class ProfileRecord:
     dask_span_id: str
     tags: tuple[str, ...]
     prefix: str
-    start_ns: int
-    end_ns: int
     trees: tuple[object, ...]
 
 

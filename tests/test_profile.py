@@ -190,7 +190,7 @@ def test_folded_text_sums_what_does_not_fit_and_counts_it() -> None:
 
 def test_the_log_entry_carries_the_whole_budget() -> None:
     tree = _root(4, _node("main", 4, _node("work", 0)))
-    record = ProfileRecord(1, 2, 3, "uuid", ("nightly",), "crunch", 0, 1, (tree,))
+    record = ProfileRecord(1, 2, 3, "uuid", ("nightly",), "crunch", (tree,))
     entry = profiles.log_entry(record, 65536)
     assert entry.body == "main (pkg/main.py:1);work (pkg/work.py:1) 4"
     assert entry.body_length == 65536 and entry.event_name == semconv.LOG_PROFILE

@@ -127,7 +127,6 @@ class OtelSpansPlugin(SchedulerPlugin):
                     span.tags, span.labels, prefix, seconds, span.trace_id, span_id
                 ),
             )
-        self._profiles = None
         if settings.profile.enabled:
             if settings.logs.target.enabled:
                 self._profiles = WorkflowProfiles(scheduler, settings.profile, signals)

@@ -162,8 +162,6 @@ class WorkflowProfiles:
             dask_span_id=wanted.dask_span_id,
             tags=wanted.tags,
             prefix=prefix,
-            start_ns=ns(wanted.start),
-            end_ns=ns(wanted.stop),
             trees=tuple(replies.values()),
         )
         if self._signals.submit_profile(record):

@@ -499,8 +499,7 @@ def workflows_dashboard() -> dict[str, Any]:
     lay.add(
         ts,
         "Running spans: time since they started",
-        "dask.span.open.elapsed of every running Dask span; a line ends when its span"
-        " is exported.",
+        "dask.span.open.elapsed of every running Dask span; a line ends when its span is exported.",
         [
             target(
                 f"max by (dask_span_name) ({sel('dask_span_open_elapsed_seconds', JOB)})",

@@ -48,7 +48,7 @@ from otel_spans import OtelSpansPlugin
 REPEATS = 7
 #: The transitions of one task's life, summed: what the CI guard holds to its baseline.
 LIFECYCLE = "one task's transitions (2 active, finished, released)"
-#: The committed baseline ratios (see tests/test_hook_cost.py).
+#: The committed baseline ratios (see tests/unit/test_hook_cost.py).
 BASELINE_FILE = "benchmarks/hooks_baseline.json"
 
 

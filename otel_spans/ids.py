@@ -11,7 +11,7 @@ identity, never random:
 with one named function per object below; ``parts`` are given in each one's docstring.
 The all-zero id is invalid in OTel; it is mapped to 1 (a 2**-64 chance that never
 happens in practice but costs nothing to rule out). A caller's link or parent is the
-caller's own ids, never derived. ``tests/test_ids.py`` pins the bytes of each scheme:
+caller's own ids, never derived. ``tests/unit/test_ids.py`` pins the bytes of each scheme:
 the scheduler and the workers compute them independently, so a change is a break.
 """
 

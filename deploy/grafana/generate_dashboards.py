@@ -5,7 +5,7 @@ selectors and trace links; writing them by hand invites drift. Edit this file an
 
     python deploy/grafana/generate_dashboards.py
 
-``tests/test_deploy.py`` fails when the committed JSON differs from what this writes,
+``tests/deploy/test_stack.py`` fails when the committed JSON differs from what this writes,
 and runs every PromQL expression below against a real Prometheus that scraped a real
 Dask run of the demo workflow.
 

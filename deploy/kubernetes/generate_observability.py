@@ -3,7 +3,7 @@
 The OpenTelemetry Collector (a Deployment running ``collector-config.yaml``, the same
 pipeline as the compose stack) and Loki (``deploy/loki.yaml``) for Kubernetes, in
 namespace ``observability``. The configs are embedded in ConfigMaps verbatim, so this
-script is the one place that copies them; ``tests/test_deploy_kubernetes.py`` fails
+script is the one place that copies them; ``tests/deploy/test_kubernetes.py`` fails
 when the committed manifest differs from what it writes. Run
 
     python deploy/kubernetes/generate_observability.py

@@ -7,7 +7,7 @@ integer sums, so that a result is the exact ratio of the inputs rather than an
 accumulation of float rounding.
 
 Every function is linear or ``O(n log n)`` in the number of tasks and iterative (no
-recursion), so a million-task workflow is analysed in seconds; ``tests/test_analysis.py``
+recursion), so a million-task workflow is analysed in seconds; ``tests/unit/test_analysis.py``
 measures it.
 """
 

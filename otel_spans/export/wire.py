@@ -12,7 +12,7 @@ Log records (Dask's events, one per client call on a busy scheduler) are written
 same way, for the same reason.
 
 The output is an ordinary ``ExportTraceServiceRequest`` or ``ExportLogsServiceRequest``;
-``tests/test_otlp_wire.py`` checks it field by field against the SDK's encoders. Field
+``tests/unit/test_otlp_wire.py`` checks it field by field against the SDK's encoders. Field
 numbers are those of ``opentelemetry/proto/trace/v1/trace.proto``,
 ``logs/v1/logs.proto`` and ``common/v1/common.proto``.
 """

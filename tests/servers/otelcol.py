@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from tests.requirements import unavailable
+from tests.support.requirements import unavailable
 
 from .ports import LOOPBACK, free_port, port_open
 from .process import ServerProcess

@@ -7,7 +7,7 @@ delays, the collector being killed mid-run, restarts on the same ports.  rotel
 can afford a fresh one per test.
 
 rotel CLI quirks this wrapper hides (rotel-agent 0.0.1-alpha10, in the rotel 0.0.1a15
-wheel the test extra pins; ``tests/test_servers.py`` fails on any other agent version):
+wheel the test extra pins; ``tests/export/test_servers.py`` fails on any other agent version):
 
 * Port 0 is not supported (the agent panics), so ports come from
   :func:`~tests.servers.ports.free_port`.

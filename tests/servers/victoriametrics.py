@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.requirements import unavailable
+from tests.support.requirements import unavailable
 
 from .ports import LOOPBACK, free_port
 from .process import ServerProcess

@@ -1,0 +1,245 @@
+"""``OTEL_*`` variables follow the OTel SDK configuration specification.
+
+They are process-wide and often set for other code in the same container, so a value
+otel-spans does not support is warned about once and ignored, never fatal: the
+scheduler starts and exports as it would without the variable. Enums are
+case-insensitive, booleans are true only for ``true``, and ``*_EXPORTER`` are lists.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import dask.config
+import pytest
+from distributed import span
+
+from otel_spans import config
+from otel_spans.config import Settings
+from tests.servers.otlp_receiver import OtlpReceiver
+from tests.support.cluster import FAST, await_until, cluster_test, traced_cluster
+
+
+@pytest.fixture(autouse=True)
+def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    config._WARNED.clear()
+    for name in [v for v in __import__("os").environ if v.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    with dask.config.set({"otel-spans": {}}):
+        yield
+
+
+def resolve(env: dict[str, str], **overrides: Any) -> Settings:
+    return Settings.from_config(overrides, environ=env)
+
+
+def warnings_about(caplog: pytest.LogCaptureFixture, name: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and name in r.getMessage()
+    ]
+
+
+#: variable, bad value, how to read the setting, the value it has without the variable
+BAD_VALUES: list[tuple[str, str, Any, Any]] = [
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift", lambda s: s.traces.target.protocol, "grpc"),
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", lambda s: s.traces.target.protocol, "grpc"),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://c", lambda s: s.traces.target.kind, "file"),
+    ("OTEL_TRACES_EXPORTER", "zipkin", lambda s: s.traces.target.kind, "file"),
+    ("OTEL_METRICS_EXPORTER", "statsd", lambda s: s.metrics.target.kind, "file"),
+    ("OTEL_METRIC_EXPORT_INTERVAL", "x", lambda s: s.metrics.interval, 15.0),
+    ("OTEL_METRIC_EXPORT_INTERVAL", "-5", lambda s: s.metrics.interval, 15.0),
+    ("OTEL_SDK_DISABLED", "1", lambda s: s.enabled, True),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "-5", lambda s: s.traces.target.timeout, 10.0),
+    ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", lambda s: s.traces.target.compression, None),
+    ("OTEL_EXPORTER_OTLP_INSECURE", "yes", lambda s: s.traces.target.insecure, False),
+    ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "many", lambda s: s.record_limits.attribute_count, 128),
+    (
+        "OTEL_TRACES_SAMPLER",
+        "traceidratio",
+        lambda s: s.traces.follow_caller_sampling,
+        True,
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+        "weekly",
+        lambda s: s.metrics.temporality,
+        "cumulative",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "read", "default"), BAD_VALUES)
+def test_a_bad_variable_is_warned_about_once_and_ignored(
+    name: str, value: str, read: Any, default: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        settings = resolve({name: value})
+        resolve({name: value})  # a second scheduler, worker or client in the process
+    assert read(settings) == default
+    (warning,) = warnings_about(caplog, name)
+    assert value in warning or name == "OTEL_EXPORTER_OTLP_HEADERS"
+
+
+def test_the_defaults_are_what_the_bad_value_test_expects() -> None:
+    """otel-spans' own defaults (15 s metric interval, files without an endpoint)."""
+    settings = resolve({})
+    assert settings.metrics.interval == 15.0
+    assert (settings.traces.target.kind, settings.metrics.target.kind) == ("file", "file")
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "HTTP/PROTOBUF"}, "http/protobuf"),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": " Grpc "}, "grpc"),
+    ],
+)
+def test_enums_are_case_insensitive(env: dict[str, str], expected: str) -> None:
+    assert resolve(env).traces.target.protocol == expected
+
+
+def test_compression_and_temporality_are_case_insensitive() -> None:
+    settings = resolve(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317",
+            "OTEL_EXPORTER_OTLP_COMPRESSION": "GZIP",
+            "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "LowMemory",
+        }
+    )
+    assert settings.traces.target.compression == "gzip"
+    assert settings.metrics.temporality == "lowmemory"
+
+
+@pytest.mark.parametrize(
+    ("value", "enabled", "warned"),
+    [
+        ("true", False, False),
+        ("TRUE", False, False),
+        ("True", False, False),
+        ("false", True, False),
+        ("FALSE", True, False),
+        ("1", True, True),
+        ("yes", True, True),
+    ],
+)
+def test_only_true_disables_the_sdk(
+    value: str, enabled: bool, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        assert resolve({"OTEL_SDK_DISABLED": value}).enabled is enabled
+    assert bool(warnings_about(caplog, "OTEL_SDK_DISABLED")) is warned
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "console", "warned"),
+    [
+        ("otlp", "otlp", False, False),
+        ("console", "none", True, False),
+        ("otlp,console", "otlp", True, False),
+        (" OTLP , Console ", "otlp", True, False),
+        ("none", "none", False, False),
+        ("zipkin,otlp", "otlp", False, True),
+        ("zipkin", "otlp", False, True),  # nothing usable: as if unset (endpoint set: otlp)
+    ],
+)
+def test_exporter_variables_are_lists(
+    value: str, kind: str, console: bool, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_TRACES_EXPORTER": value}
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        target = resolve(env).traces.target
+    assert (target.kind, target.console) == (kind, console)
+    assert target.enabled is (kind != "none" or console)
+    assert bool(warnings_about(caplog, "OTEL_TRACES_EXPORTER")) is warned
+
+
+def test_prometheus_in_a_metrics_exporter_list_serves_a_pull_endpoint() -> None:
+    settings = resolve({"OTEL_METRICS_EXPORTER": "prometheus,console"})
+    assert settings.metrics.prometheus_port == 9464  # the specification's default port
+    assert (settings.metrics.target.kind, settings.metrics.target.console) == ("none", True)
+
+
+def test_our_own_keys_stay_strict() -> None:
+    with pytest.raises(config.ConfigError, match=r"otel-spans\.protocol: invalid value 'thrift'"):
+        resolve({}, protocol="thrift")
+
+
+def test_the_console_exporter_is_also_a_dask_config_choice() -> None:
+    target = resolve({}, traces={"exporter": "console"}).traces.target
+    assert (target.kind, target.console, target.enabled) == ("none", True, True)
+
+
+#: The variables that each stopped the scheduler from starting before (ConfigError).
+STARTS_WITH = [
+    {"OTEL_SDK_DISABLED": "1"},
+    {"OTEL_TRACES_EXPORTER": "console"},
+    {"OTEL_TRACES_EXPORTER": "otlp,console"},
+    {"OTEL_METRICS_EXPORTER": "otlp,console"},
+    {"OTEL_EXPORTER_OTLP_COMPRESSION": "GZIP"},
+    {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+]
+
+
+@pytest.mark.parametrize("env", STARTS_WITH, ids=lambda env: "=".join(next(iter(env.items()))))
+@cluster_test(timeout=90)
+async def test_the_scheduler_starts_and_exports_with(
+    env: dict[str, str],
+    otlp_receiver: OtlpReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    cfg = {**FAST, "otel-spans.endpoint": otlp_receiver.grpc_endpoint}
+    async with traced_cluster(cfg) as (client, scheduler, _):
+        assert "otel-spans" in scheduler.plugins
+        with span("works"):
+            assert await client.submit(lambda x: x + 1, 1) == 2
+        if env.get("OTEL_TRACES_EXPORTER") == "console":
+            printed: list[Any] = []
+
+            def printed_span() -> bool:
+                printed.extend(
+                    json.loads(line)
+                    for line in capfd.readouterr().out.splitlines()
+                    if line.startswith('{"resourceSpans"')
+                )
+                return any(
+                    s["name"] == "works"
+                    for request in printed
+                    for rs in request["resourceSpans"]
+                    for ss in rs["scopeSpans"]
+                    for s in ss["spans"]
+                )
+
+            await await_until(printed_span, 30, "the console printed no span 'works'")
+            assert not otlp_receiver.spans()  # console alone: nothing went to the collector
+        else:
+            await await_until(
+                lambda: [s for s in otlp_receiver.spans() if s.name == "works"],
+                30,
+                "no span 'works' reached the collector",
+            )
+            if env.get("OTEL_TRACES_EXPORTER") == "otlp,console":
+                out = capfd.readouterr().out
+                assert '"name": "works"' in out or '"name":"works"' in out
+
+
+@pytest.mark.parametrize(
+    ("sampler", "follows"),
+    [("always_on", False), ("ALWAYS_ON", False), ("parentbased_always_on", True)],
+)
+def test_the_sampler_variable_decides_whether_workflows_follow_their_caller(
+    sampler: str, follows: bool
+) -> None:
+    assert resolve({"OTEL_TRACES_SAMPLER": sampler}).traces.follow_caller_sampling is follows
+    # the otel-spans key, when set, wins
+    key = {"traces": {"follow-caller-sampling": not follows}}
+    assert resolve({"OTEL_TRACES_SAMPLER": sampler}, **key).traces.follow_caller_sampling is (
+        not follows
+    )

@@ -1,0 +1,113 @@
+"""deploy/prometheus-alerts.yml: valid rules, unit-tested with Debian's promtool.
+
+``promtool test rules deploy/prometheus-alerts.test.yml`` runs every alert against
+series that should and should not fire it; here it also checks that every alert has a
+test, and that the rules only use metric names that exist (otel-spans' instruments,
+Dask's own /metrics, the collector's self-metrics, Prometheus' ``up``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.servers.prometheus import PROMTOOL_BINARY
+from tests.support.metric_names import expected_metric_names
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+RULES = DEPLOY / "prometheus-alerts.yml"
+RULE_TESTS = DEPLOY / "prometheus-alerts.test.yml"
+PROMETHEUS_FILE = DEPLOY / "prometheus.yml"
+
+#: Dask's own metric names the rules may use (distributed's /metrics: checked against a
+#: live scheduler by tests/deploy/test_stack.py's live fixture).
+DASK_NATIVE = {"dask_scheduler_workers"}
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PROMTOOL_BINARY, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=DEPLOY,
+    )
+
+
+def rules() -> list[dict[str, object]]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+
+
+def test_rules_pass_promtool_check() -> None:
+    proc = promtool("check", "rules", RULES.name)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_rules_pass_their_unit_tests() -> None:
+    proc = promtool("test", "rules", RULE_TESTS.name)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout + proc.stderr
+
+
+def test_prometheus_loads_the_rules() -> None:
+    config = yaml.safe_load(PROMETHEUS_FILE.read_text())
+    assert config["rule_files"] == [RULES.name]
+    assert yaml.safe_load(RULE_TESTS.read_text())["rule_files"] == [RULES.name]
+
+
+def test_every_alert_is_tested_firing_and_quiet() -> None:
+    tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    fired: set[str] = set()
+    quiet: set[str] = set()
+    for case in tests:
+        for check in case.get("alert_rule_test", []):
+            (fired if check["exp_alerts"] else quiet).add(check["alertname"])
+    alerts = {str(r["alert"]) for r in rules() if "alert" in r}
+    assert alerts == fired, alerts ^ fired
+    # Most are also shown not firing before their condition, or resolving after it.
+    assert len(quiet) >= len(alerts) // 2, quiet
+
+
+def test_the_alerts_an_operator_needs_exist() -> None:
+    alerts = {str(r["alert"]): str(r["expr"]) for r in rules() if "alert" in r}
+    assert "otel-collector" in alerts["OtelCollectorDown"]
+    assert "otelcol_exporter_send_failed" in alerts["OtelCollectorExportFailing"]
+    assert "otel_spans_records_total" in alerts["OtelSpansRecordsLost"]
+    assert 'dask_task_state="erred"' in alerts["DaskTasksErred"]
+    assert "quantile_over_time(0.5" in alerts["DaskWorkflowSlow"]
+    assert "otel_spans_internal_errors_total" in alerts["OtelSpansInternalErrors"]
+    assert "otel_spans_cardinality_overflow_total" in alerts["OtelSpansCardinalityOverflow"]
+    for rule in rules():
+        if "alert" in rule:
+            labels = rule["labels"]
+            assert isinstance(labels, dict) and labels["severity"] in {
+                "critical",
+                "warning",
+                "info",
+            }
+            annotations = rule["annotations"]
+            assert isinstance(annotations, dict) and annotations["summary"]
+
+
+def test_scrape_jobs_the_rules_name_exist() -> None:
+    jobs = {j["job_name"] for j in yaml.safe_load(PROMETHEUS_FILE.read_text())["scrape_configs"]}
+    named = set(re.findall(r'job="([^"]+)"', RULES.read_text()))
+    assert named and named <= jobs, named - jobs
+
+
+def test_rules_use_known_metric_names() -> None:
+    known = expected_metric_names() | DASK_NATIVE | {"up"}
+    records = {str(r["record"]) for r in rules() if "record" in r}
+    for rule in rules():
+        expr = re.sub(r'"[^"]*"', '""', str(rule["expr"]))  # no label values
+        expr = re.sub(r"\b(by|on)\s*\([^)]*\)", "", expr)  # no label names
+        names = set(re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{|\[| offset|\)|$)", expr))
+        names = {n for n in names if "_" in n and not n.startswith("__")}
+        functions = {"last_over_time", "quantile_over_time"}
+        unknown = names - known - records - functions
+        assert not unknown, (rule.get("alert") or rule.get("record"), unknown)

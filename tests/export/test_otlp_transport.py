@@ -1,0 +1,138 @@
+"""The scheduler's request sender against a real loopback OTLP receiver, both protocols.
+
+Retries follow the OTLP exporter specification: retryable answers are retried with
+back-off until the export's timeout, the others fail at once, and shutdown aborts a
+back-off. Checked by what reached the receiver, not by mocks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from otel_spans.config import ExportTarget, RecordLimits
+from otel_spans.export import wire as otlp_wire
+from tests.servers.otlp_receiver import OtlpReceiver
+from tests.support.senders import PROTOCOLS, request, sender_for, target
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_delivers_with_headers_and_compression(
+    receiver: OtlpReceiver, protocol: str, compression: str | None
+) -> None:
+    sender = sender_for(target(receiver, protocol, compression=compression))
+    try:
+        assert sender.send(request("hello"))
+    finally:
+        sender.shutdown()
+    (span,) = receiver.spans()
+    assert span.name == "hello" and span.attributes == {"k": "v"}
+    assert receiver.headers("traces")[0]["x-tenant"] == "t1"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_log_requests_reach_the_logs_service(receiver: OtlpReceiver, protocol: str) -> None:
+    record = otlp_wire.log_record(
+        time_ns=5,
+        severity_number=9,
+        severity_text="INFO",
+        body={"action": "add-worker", "nested": [1, b"\x00", None]},
+        attributes={"dask.event.topic": "scheduler"},
+        limits=RecordLimits(),
+        trace_id=7,
+        span_id=8,
+        event_name="dask.event",
+    )
+    body = otlp_wire.RequestEncoder({"service.name": "dask"}, "otel_spans").request([record])
+    sender = sender_for(target(receiver, protocol, "logs"), "logs")
+    try:
+        assert sender.send(body)
+    finally:
+        sender.shutdown()
+    (log,) = receiver.logs()
+    assert log.body == {"action": "add-worker", "nested": [1, b"\x00", None]}
+    assert (log.trace_id, log.span_id) == (f"{7:032x}", f"{8:016x}")
+    assert receiver.spans() == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_retryable_answers_are_retried_until_accepted(
+    receiver: OtlpReceiver, protocol: str
+) -> None:
+    receiver.set_mode("unavailable")
+    sender = sender_for(target(receiver, protocol))
+    result: list[bool] = []
+    thread = threading.Thread(target=lambda: result.append(bool(sender.send(request()))))
+    thread.start()
+    try:
+        receiver.wait_for_attempts("traces", 2)
+        receiver.set_mode("ok")
+        thread.join(10)
+    finally:
+        sender.shutdown()
+    assert result == [True]
+    assert len(receiver.spans()) == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_refusal_is_not_retried(receiver: OtlpReceiver, protocol: str) -> None:
+    receiver.set_mode("reject")
+    sender = sender_for(target(receiver, protocol))
+    try:
+        assert not sender.send(request())
+    finally:
+        sender.shutdown()
+    assert receiver.attempts("traces") == 1
+    assert receiver.spans() == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_timeout_bounds_an_export_to_a_hanging_collector(
+    receiver: OtlpReceiver, protocol: str
+) -> None:
+    receiver.set_mode("hang")
+    sender = sender_for(target(receiver, protocol, timeout=1.0))
+    started = time.monotonic()
+    try:
+        assert not sender.send(request())
+    finally:
+        receiver.set_mode("ok")
+        sender.shutdown()
+    assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_shutdown_aborts_the_back_off(receiver: OtlpReceiver, protocol: str) -> None:
+    receiver.set_mode("unavailable")
+    sender = sender_for(target(receiver, protocol, timeout=60.0))
+    result: list[bool] = []
+    thread = threading.Thread(target=lambda: result.append(bool(sender.send(request()))))
+    thread.start()
+    receiver.wait_for_attempts("traces", 2)  # now in a 2 s back-off
+    stopped = time.monotonic()
+    sender.shutdown()
+    thread.join(5)
+    assert result == [False]
+    assert time.monotonic() - stopped < 1
+
+
+def test_file_and_none_targets(tmp_path: object) -> None:
+    from pathlib import Path
+
+    directory = Path(str(tmp_path))
+    sender = sender_for(ExportTarget(kind="file", directory=directory))
+    assert sender.send(request("to file"))
+    (written,) = directory.glob("traces-t-*.jsonl")
+    assert '"name":"to file"' in written.read_text()
+    record = otlp_wire.log_record(
+        time_ns=5, severity_number=9, severity_text="INFO", body="logged", attributes={},
+        limits=RecordLimits(),
+    )  # fmt: skip
+    logs = otlp_wire.RequestEncoder({}, "otel_spans").request([record])
+    assert sender_for(ExportTarget(kind="file", directory=directory), "logs").send(logs)
+    (written,) = directory.glob("logs-t-*.jsonl")
+    assert '"stringValue":"logged"' in written.read_text()
+    assert sender_for(ExportTarget(kind="none")).send(request())

@@ -1,0 +1,40 @@
+"""Task functions the cluster tests submit (importable by worker processes too).
+
+Worker processes unpickle a task function by its module path, so these live in an
+importable module (the repository root is on ``sys.path``), not in a test module.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from distributed import Event
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def nap(seconds: float) -> float:
+    """Sleep (off the CPU: ``thread-noncpu`` time) and return how long."""
+    time.sleep(seconds)
+    return seconds
+
+
+def step(seconds: float, *inputs: object) -> float:
+    """A stage of a designed workflow: sleeps ``seconds`` after its ``inputs`` arrived."""
+    time.sleep(seconds)
+    return seconds
+
+
+def wait_for(name: str) -> int:
+    """Hold the task (and its dependents) until the test sets the event ``name``."""
+    assert Event(name).wait(timeout=120)
+    return 1
+
+
+def worker_stats(dask_worker: Any) -> dict[str, Any]:
+    """The worker plugin's own counters (``client.run(worker_stats)``)."""
+    stats: dict[str, Any] = dask_worker.plugins["otel-spans"].stats()
+    return stats

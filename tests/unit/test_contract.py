@@ -1,0 +1,80 @@
+"""docs/telemetry.md is the contract: every name in semconv.py must be documented there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from otel_spans import semconv
+
+DOC = Path(__file__).parents[2] / "docs" / "telemetry.md"
+
+
+def emitted_names() -> dict[str, str]:
+    return {
+        name: value
+        for name, value in vars(semconv).items()
+        if name.isupper() and isinstance(value, str) and not name.startswith("DEFAULT_")
+    }
+
+
+def test_every_semconv_name_is_documented() -> None:
+    text = DOC.read_text()
+    missing = {
+        name: value
+        for name, value in emitted_names().items()
+        if f"`{value}`" not in text and not value.endswith(".")
+    }
+    assert not missing, f"not in docs/telemetry.md: {missing}"
+
+
+def test_prefix_constants_are_documented_as_patterns() -> None:
+    text = DOC.read_text()
+    for name, value in emitted_names().items():
+        if value.endswith("."):
+            assert f"`{value}<" in text, name
+
+
+def signal_names() -> dict[str, str]:
+    """Attribute keys and metric names (event names are left out: by the semantic
+    conventions' own example, event ``exception`` with ``exception.type``, an event's
+    attributes may live in its name's namespace)."""
+    return {
+        name: value
+        for name, value in emitted_names().items()
+        if "." in value
+        and " " not in value
+        and not value.startswith("{")
+        and not name.startswith(("EVENT_", "LOG_"))
+    }
+
+
+def test_no_name_is_also_a_namespace() -> None:
+    """The naming rules: a name never coincides with a namespace of another name."""
+    names = signal_names()
+    namespaces = {value.rstrip(".") for value in names.values() if value.endswith(".")}
+    for value in names.values():
+        parts = value.rstrip(".").split(".")
+        namespaces |= {".".join(parts[:i]) for i in range(1, len(parts))}
+    clashes = {name: value for name, value in names.items() if value in namespaces}
+    assert not clashes, clashes
+
+
+def test_one_meaning_per_key() -> None:
+    """A key means one thing on every signal: the joined span name on metrics is the
+    span attribute of that name, and the tags array has a key of its own."""
+    assert semconv.DASK_SPAN_NAME in semconv.METRIC_ATTRIBUTES
+    assert semconv.DASK_SPAN_TAGS != semconv.DASK_SPAN_NAME
+    keys = [value for name, value in signal_names().items() if not name.startswith("M_")]
+    duplicated = {value for value in keys if keys.count(value) > 1}
+    # the same key under two constant names must be the same attribute (task prefix and
+    # state are both span and metric attributes)
+    assert duplicated <= {semconv.DASK_TASK_PREFIX, semconv.DASK_TASK_STATE}, duplicated
+
+
+def test_counts_carry_what_they_count_as_their_unit() -> None:
+    from otel_spans.telemetry.metrics import COUNTERS
+
+    units = {metric: unit for metric, unit, _ in COUNTERS}
+    assert units[semconv.M_SPAN_TASKS] == "{task}"
+    assert units[semconv.M_EXECUTE_COUNT] == "{event}"
+    assert "1" not in units.values()  # "1" is for ratios only

@@ -148,8 +148,9 @@ def manifests() -> list[dict[str, Any]]:
     return [namespace, *collector(), *loki()]
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
+# PyYAML ships no type hints (and the project installs no stubs): its classes are Any.
+class _Dumper(yaml.SafeDumper):  # type: ignore[misc]
+    """A SafeDumper of its own, so the block-style representer below stays local."""
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import dask.config
@@ -136,10 +137,8 @@ async def measure(tasks: int, spans: int) -> dict[str, float]:
                 "transition finished (processing → memory)": ("processing", "memory", True),
                 "transition released (memory → released)": ("memory", "released", False),
             }.items():
-                hook = _per_call_ns(
-                    lambda s=start, f=finish, k=kw: call_all(transition, s, f, k), n
-                )
-                base = _per_call_ns(lambda s=start, f=finish, k=kw: call_all(reference, s, f, k), n)
+                hook = _per_call_ns(partial(call_all, transition, start, finish, kw), n)
+                base = _per_call_ns(partial(call_all, reference, start, finish, kw), n)
                 out[name] = hook
                 out[name + " / task stream"] = hook / base
                 reference_ns[name] = base

@@ -188,7 +188,8 @@ def export_threads_cpu() -> float:
     import psutil
 
     ids = {t.native_id for t in threading.enumerate() if t.name.startswith("otel-spans-")}
-    return sum(t.user_time + t.system_time for t in psutil.Process().threads() if t.id in ids)
+    threads = psutil.Process().threads()
+    return float(sum(t.user_time + t.system_time for t in threads if t.id in ids))
 
 
 def settle(cluster: LocalCluster, timeout: float = 60) -> None:
@@ -197,6 +198,7 @@ def settle(cluster: LocalCluster, timeout: float = 60) -> None:
     Spans are exported ``traces.linger`` after they finish; without this the export of
     one workload would be billed to the next one.
     """
+    assert cluster.scheduler is not None  # a LocalCluster's scheduler is in-process
     plugin = cluster.scheduler.plugins.get("otel-spans")
     if plugin is None:
         return

@@ -130,17 +130,16 @@ def processes_cluster(config: dict[str, Any]) -> Iterator[Cluster]:
                     proc.kill()
 
         stack.callback(stop)
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", str(port), "--dashboard-address", ":0"], **quiet,
-        ))  # fmt: skip
+
+        def start(*args: str) -> None:
+            command = [sys.executable, "-m", *args]
+            out = subprocess.DEVNULL
+            procs.append(subprocess.Popen(command, stdout=out, stderr=out, env=env))
+
+        local = ("--host", "127.0.0.1", "--dashboard-address", ":0")
+        start("distributed.cli.dask_scheduler", "--port", str(port), *local)
         for _ in range(2):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", address,
-                 "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
-                 "--dashboard-address", ":0"], **quiet,
-            ))  # fmt: skip
+            start("distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny", *local)
         workers = [psutil.Process(p.pid) for p in procs[1:]]
         yield Cluster(address, psutil.Process(procs[0].pid), workers)
 
@@ -166,6 +165,7 @@ def settle(client: Client, timeout: float = 120) -> None:
     """Until otel-spans on the scheduler has exported everything (untimed)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        assert client.scheduler is not None  # connected by run_variant
         stats = client.sync(client.scheduler.otel_spans_stats)
         busy = stats["traces"]["queued"] + stats["traces"]["sending"] + stats["logs"]["queued"]
         busy += stats.get("profiles", {}).get("waiting", 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 T0 = 1_700_000_000_000_000_000
 
@@ -26,9 +27,9 @@ def _attr(key: str, value: object) -> dict[str, object]:
 
 
 def _span(
-    trace: str, span_id: int, parent: int, name: str, start: int, end: int, attrs: list
-) -> dict:
-    out = {
+    trace: str, span_id: int, parent: int, name: str, start: int, end: int, attrs: list[Any]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "traceId": trace,
         "spanId": f"{span_id:016x}",
         "name": name,
@@ -50,7 +51,7 @@ def write(path: Path, tasks: int, per_group: int = 1000) -> int:
     count = 0
     with path.open("w") as f:
 
-        def emit(spans: list[dict]) -> None:
+        def emit(spans: list[dict[str, Any]]) -> None:
             nonlocal count
             count += len(spans)
             request = {

@@ -366,16 +366,24 @@ def variables() -> list[dict[str, Any]]:
     ]
 
 
-# -- the dashboard ------------------------------------------------------------------------
-def workflows_dashboard() -> dict[str, Any]:
-    lay = Layout()
-    stat, bar, ts, table = "stat", "bargauge", "timeseries", "table"
-    span_sel = (JOB, WORKFLOW, SPAN)
-    task_sel = (JOB, WORKFLOW, SPAN, PREFIX)
+# -- the rows of the workflows dashboard, top to bottom ----------------------------------
+STAT, BAR, TIMESERIES, TABLE = "stat", "bargauge", "timeseries", "table"
+#: Selectors of the panels that follow the Span (and Task prefix) variables.
+SPAN_SEL = (JOB, WORKFLOW, SPAN)
+TASK_SEL = (JOB, WORKFLOW, SPAN, PREFIX)
 
+
+def workflow_row(lay: Layout) -> None:
+    """The workflow at a glance: wall time, runs, efficiency, cost, tasks, errors, output."""
     lay.row("Workflow $workflow")
+    workflow_time_stats(lay)
+    workflow_count_stats(lay)
+
+
+def workflow_time_stats(lay: Layout) -> None:
+    """How long and how well: mean wall time, runs, parallel efficiency, cost."""
     lay.add(
-        stat,
+        STAT,
         "Wall time (mean per run)",
         "Wall time of the workflow's root span, from the dask.span.duration histogram:"
         " its sum over its count, i.e. the mean over the runs in the time range.",
@@ -393,7 +401,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=stat_options(),
     )
     lay.add(
-        stat,
+        STAT,
         "Runs",
         "Finished runs of the workflow (dask.span.duration count of the root span).",
         [
@@ -407,7 +415,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=stat_options(),
     )
     lay.add(
-        stat,
+        STAT,
         "Parallel efficiency",
         "Busy over offered thread-seconds (docs/telemetry.md, Efficiency): the worker"
         " time of the workflow's tasks (every activity but 'idle or other spans') over"
@@ -427,7 +435,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=stat_options(),
     )
     lay.add(
-        stat,
+        STAT,
         "Cost",
         "dask.span.cost summed over the workflow's spans: the thread-hours its tasks"
         " used times otel-spans.metrics.cpu-hour-price (empty when no price is set)."
@@ -438,8 +446,12 @@ def workflows_dashboard() -> dict[str, Any]:
         unit="currencyUSD",
         options=stat_options(),
     )
+
+
+def workflow_count_stats(lay: Layout) -> None:
+    """What the workflow did: tasks, erred tasks, output bytes."""
     lay.add(
-        stat,
+        STAT,
         "Tasks",
         "Tasks of the workflow that reached a final state (memory or erred).",
         [target(total("dask_span_tasks_total", JOB, WORKFLOW), instant=True)],
@@ -448,7 +460,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=stat_options(),
     )
     lay.add(
-        stat,
+        STAT,
         "Erred tasks",
         "Tasks that ended in state erred, including those erred because a dependency"
         " did. The links open the failed traces.",
@@ -465,7 +477,7 @@ def workflows_dashboard() -> dict[str, Any]:
         red_above_zero=True,
     )
     lay.add(
-        stat,
+        STAT,
         "Output",
         "Bytes of task outputs the workflow produced (dask.span.output).",
         [target(total("dask_span_output_bytes_total", JOB, WORKFLOW), instant=True)],
@@ -475,9 +487,12 @@ def workflows_dashboard() -> dict[str, Any]:
         options=stat_options(),
     )
 
+
+def running_now_row(lay: Layout) -> None:
+    """What runs now, from the gauges of spans not exported yet (any workflow of the job)."""
     lay.row("Running now")
     lay.add(
-        ts,
+        TIMESERIES,
         "Tasks of running spans, by state",
         "Every Dask span not exported yet (dask.span.open.tasks, read every metrics"
         " interval): its own tasks by current state, summed per workflow. A span's"
@@ -497,7 +512,7 @@ def workflows_dashboard() -> dict[str, Any]:
         custom=STACKED,
     )
     lay.add(
-        ts,
+        TIMESERIES,
         "Running spans: time since they started",
         "dask.span.open.elapsed of every running Dask span; a line ends when its span is exported.",
         [
@@ -513,24 +528,27 @@ def workflows_dashboard() -> dict[str, Any]:
         options=timeseries_options(),
     )
 
+
+def spans_row(lay: Layout) -> None:
+    """One table row per Dask span of the workflow, its own figures side by side."""
     lay.row("Spans")
     lay.add(
-        table,
+        TABLE,
         "Spans of $workflow",
         "Wall time and CPU made available are the span's own (children overlap it);"
         " compute time, tasks, output and cost count the span's own tasks, not its"
         " children's.",
         [
             target(
-                total("dask_span_duration_seconds_sum", *span_sel, by="dask_span_name")
+                total("dask_span_duration_seconds_sum", *SPAN_SEL, by="dask_span_name")
                 + " / "
-                + total("dask_span_duration_seconds_count", *span_sel, by="dask_span_name"),
+                + total("dask_span_duration_seconds_count", *SPAN_SEL, by="dask_span_name"),
                 "A",
                 instant=True,
                 table=True,
             ),
             target(
-                total("dask_span_cpu_available_seconds_total", *span_sel, by="dask_span_name"),
+                total("dask_span_cpu_available_seconds_total", *SPAN_SEL, by="dask_span_name"),
                 "B",
                 instant=True,
                 table=True,
@@ -538,7 +556,7 @@ def workflows_dashboard() -> dict[str, Any]:
             target(
                 total(
                     "dask_span_execute_time_seconds_total",
-                    *span_sel,
+                    *SPAN_SEL,
                     COMPUTE,
                     by="dask_span_name",
                 ),
@@ -547,19 +565,19 @@ def workflows_dashboard() -> dict[str, Any]:
                 table=True,
             ),
             target(
-                total("dask_span_tasks_total", *span_sel, by="dask_span_name"),
+                total("dask_span_tasks_total", *SPAN_SEL, by="dask_span_name"),
                 "D",
                 instant=True,
                 table=True,
             ),
             target(
-                total("dask_span_output_bytes_total", *span_sel, by="dask_span_name"),
+                total("dask_span_output_bytes_total", *SPAN_SEL, by="dask_span_name"),
                 "E",
                 instant=True,
                 table=True,
             ),
             target(
-                total("dask_span_cost_total", *span_sel, by="dask_span_name"),
+                total("dask_span_cost_total", *SPAN_SEL, by="dask_span_name"),
                 "F",
                 instant=True,
                 table=True,
@@ -590,16 +608,25 @@ def workflows_dashboard() -> dict[str, Any]:
         },
     )
 
+
+def time_row(lay: Layout) -> None:
+    """Worker time by activity and prefix, and task duration percentiles."""
     lay.row("Where the time goes")
+    worker_time_panels(lay)
+    task_duration_panels(lay)
+
+
+def worker_time_panels(lay: Layout) -> None:
+    """Worker time by activity and by prefix: where the threads' time went."""
     lay.add(
-        ts,
+        TIMESERIES,
         "Worker time by activity",
         "Thread-seconds per second the workers spent on the selected spans and"
         " prefixes, by activity (Dask's fine performance metrics): thread-cpu and"
         " thread-noncpu are the tasks themselves, the rest is overhead around them.",
         [
             target(
-                rate("dask_span_execute_time_seconds_total", *task_sel, by="dask_activity"),
+                rate("dask_span_execute_time_seconds_total", *TASK_SEL, by="dask_activity"),
                 instant=False,
                 legend="{{dask_activity}}",
             )
@@ -611,7 +638,7 @@ def workflows_dashboard() -> dict[str, Any]:
         custom=STACKED,
     )
     lay.add(
-        bar,
+        BAR,
         "Top bottlenecks: worker time by prefix",
         "The 10 task prefixes that took the most worker time (every activity but the"
         " workflow's idle share), in the selected spans.",
@@ -620,7 +647,7 @@ def workflows_dashboard() -> dict[str, Any]:
                 "topk(10, "
                 + total(
                     "dask_span_execute_time_seconds_total",
-                    *task_sel,
+                    *TASK_SEL,
                     NOT_IDLE,
                     by="dask_task_prefix",
                 )
@@ -635,7 +662,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=bar_options(),
     )
     lay.add(
-        table,
+        TABLE,
         "Time by activity, per span and prefix",
         "Worker time of each span's own tasks by prefix and activity; the root span's"
         " 'idle or other spans' row is the thread time nobody in the workflow used.",
@@ -643,7 +670,7 @@ def workflows_dashboard() -> dict[str, Any]:
             target(
                 total(
                     "dask_span_execute_time_seconds_total",
-                    *task_sel,
+                    *TASK_SEL,
                     by="dask_span_name, dask_task_prefix, dask_activity",
                 ),
                 instant=True,
@@ -670,15 +697,19 @@ def workflows_dashboard() -> dict[str, Any]:
             ]
         },
     )
+
+
+def task_duration_panels(lay: Layout) -> None:
+    """Task compute time percentiles by prefix, over time and over the whole range."""
     lay.add(
-        ts,
+        TIMESERIES,
         "Task duration p95 by prefix (exemplars: traces)",
         "95th percentile of task compute time (dask.task.duration). With the OTLP"
         " source, the dots are exemplars: click one for the trace of its span.",
         [
             target(
                 "histogram_quantile(0.95, "
-                + rate("dask_task_duration_seconds_bucket", *task_sel, by="le, dask_task_prefix")
+                + rate("dask_task_duration_seconds_bucket", *TASK_SEL, by="le, dask_task_prefix")
                 + ")",
                 instant=False,
                 legend="{{dask_task_prefix}}",
@@ -691,14 +722,14 @@ def workflows_dashboard() -> dict[str, Any]:
         options=timeseries_options(),
     )
     lay.add(
-        bar,
+        BAR,
         "Task duration p95 by prefix, whole range",
         "95th percentile of the compute time of every task of the prefix in the"
         " selected spans, from the cumulative dask.task.duration histogram.",
         [
             target(
                 "histogram_quantile(0.95, "
-                + total("dask_task_duration_seconds_bucket", *task_sel, by="le, dask_task_prefix")
+                + total("dask_task_duration_seconds_bucket", *TASK_SEL, by="le, dask_task_prefix")
                 + ")",
                 instant=True,
                 legend="{{dask_task_prefix}}",
@@ -710,14 +741,23 @@ def workflows_dashboard() -> dict[str, Any]:
         options=bar_options(),
     )
 
+
+def tasks_row(lay: Layout) -> None:
+    """Task counts by state, output bytes, erred tasks and the log panel."""
     lay.row("Tasks, data and errors")
+    task_count_panels(lay)
+    events_panel(lay)
+
+
+def task_count_panels(lay: Layout) -> None:
+    """Tasks by state and prefix, output bytes, and where tasks erred."""
     lay.add(
-        ts,
+        TIMESERIES,
         "Tasks finished per second, by state",
         "Tasks reaching memory (computed) or erred, per second.",
         [
             target(
-                rate("dask_span_tasks_total", *task_sel, by="dask_task_state"),
+                rate("dask_span_tasks_total", *TASK_SEL, by="dask_task_state"),
                 instant=False,
                 legend="{{dask_task_state}}",
             )
@@ -729,12 +769,12 @@ def workflows_dashboard() -> dict[str, Any]:
         custom=STACKED,
     )
     lay.add(
-        bar,
+        BAR,
         "Tasks by prefix and state",
         "Tasks of each prefix by final state, in the selected spans.",
         [
             target(
-                total("dask_span_tasks_total", *task_sel, by="dask_task_prefix, dask_task_state"),
+                total("dask_span_tasks_total", *TASK_SEL, by="dask_task_prefix, dask_task_state"),
                 instant=True,
                 legend="{{dask_task_prefix}} {{dask_task_state}}",
             )
@@ -744,12 +784,12 @@ def workflows_dashboard() -> dict[str, Any]:
         options=bar_options(),
     )
     lay.add(
-        bar,
+        BAR,
         "Output bytes by prefix",
         "Bytes of task outputs by prefix (dask.span.output), in the selected spans.",
         [
             target(
-                total("dask_span_output_bytes_total", *task_sel, by="dask_task_prefix"),
+                total("dask_span_output_bytes_total", *TASK_SEL, by="dask_task_prefix"),
                 instant=True,
                 legend="{{dask_task_prefix}}",
             )
@@ -760,7 +800,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=bar_options(),
     )
     lay.add(
-        table,
+        TABLE,
         "Errors: erred tasks by span and prefix",
         "Where tasks failed. The links open the traces with status error; the span"
         " status says how many of its tasks erred.",
@@ -768,7 +808,7 @@ def workflows_dashboard() -> dict[str, Any]:
             target(
                 total(
                     "dask_span_tasks_total",
-                    *task_sel,
+                    *TASK_SEL,
                     'dask_task_state="erred"',
                     by="dask_span_name, dask_task_prefix",
                 ),
@@ -797,12 +837,12 @@ def workflows_dashboard() -> dict[str, Any]:
         },
     )
     lay.add(
-        ts,
+        TIMESERIES,
         "Output bytes per second, by span",
         "Bytes of task outputs produced per second.",
         [
             target(
-                rate("dask_span_output_bytes_total", *task_sel, by="dask_span_name"),
+                rate("dask_span_output_bytes_total", *TASK_SEL, by="dask_span_name"),
                 instant=False,
                 legend="{{dask_span_name}}",
             )
@@ -814,6 +854,9 @@ def workflows_dashboard() -> dict[str, Any]:
         custom=STACKED,
     )
 
+
+def events_panel(lay: Layout) -> None:
+    """otel-spans' log records from Loki, linked to their traces."""
     lay.add(
         "logs",
         "Events and errors",
@@ -841,9 +884,19 @@ def workflows_dashboard() -> dict[str, Any]:
         },
     )
 
+
+def cluster_row(lay: Layout) -> None:
+    """The whole cluster: Dask's own metrics, utilisation, cost by share, the collector."""
     lay.row("Cluster")
+    cluster_time_panels(lay)
+    dask_metrics_panels(lay)
+    collector_panels(lay)
+
+
+def cluster_time_panels(lay: Layout) -> None:
+    """Worker time, utilisation and cost of the whole cluster, in or outside spans."""
     lay.add(
-        ts,
+        TIMESERIES,
         "Worker time by context and activity, whole cluster",
         "dask.cluster.time: everything the workers did, in or outside spans"
         " (execute, gather-dep, get-data, ...).",
@@ -860,7 +913,7 @@ def workflows_dashboard() -> dict[str, Any]:
         custom=STACKED,
     )
     lay.add(
-        ts,
+        TIMESERIES,
         "Cluster utilisation",
         "Share of the thread-seconds the workers offered that Dask spans' tasks used:"
         " 1 - dask.cluster.cpu.idle / dask.cluster.cpu.available (docs/telemetry.md,"
@@ -881,7 +934,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=timeseries_options(),
     )
     lay.add(
-        ts,
+        TIMESERIES,
         "Cluster cost by share",
         "dask.cluster.cost per hour: the workflows' share is the sum of every"
         " dask.span.cost, idle the thread time no task used; together they are what the"
@@ -898,8 +951,12 @@ def workflows_dashboard() -> dict[str, Any]:
         options=timeseries_options(),
         custom=STACKED,
     )
+
+
+def dask_metrics_panels(lay: Layout) -> None:
+    """Dask's own /metrics, scraped by Prometheus: workers, threads, tasks, memory."""
     lay.add(
-        ts,
+        TIMESERIES,
         "Workers and threads (Dask's own metrics)",
         "From the scheduler's and the workers' own /metrics (distributed), scraped by"
         " Prometheus: workers connected to each scheduler, and their threads.",
@@ -916,7 +973,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=timeseries_options(),
     )
     lay.add(
-        ts,
+        TIMESERIES,
         "Scheduler tasks by state (Dask's own metrics)",
         "Tasks the schedulers hold, by state (dask_scheduler_tasks).",
         [
@@ -932,7 +989,7 @@ def workflows_dashboard() -> dict[str, Any]:
         custom=STACKED,
     )
     lay.add(
-        ts,
+        TIMESERIES,
         "Worker memory (Dask's own metrics)",
         "Memory of all workers by kind: managed (in memory), unmanaged, spilled.",
         [
@@ -948,8 +1005,12 @@ def workflows_dashboard() -> dict[str, Any]:
         options=timeseries_options(),
         custom=STACKED,
     )
+
+
+def collector_panels(lay: Layout) -> None:
+    """The OpenTelemetry Collector's own metrics: items in, out, failed or refused."""
     lay.add(
-        ts,
+        TIMESERIES,
         "Collector: items in and out per second",
         "The OpenTelemetry Collector's own metrics: spans, metric points and log"
         " records accepted by its receivers and sent by its exporters.",
@@ -980,7 +1041,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=timeseries_options(),
     )
     lay.add(
-        stat,
+        STAT,
         "Collector: items failed or refused",
         "Items the collector's exporters gave up on (backend down) or its receivers"
         " refused (memory limit), in the time range; should stay 0.",
@@ -1000,9 +1061,12 @@ def workflows_dashboard() -> dict[str, Any]:
         red_above_zero=True,
     )
 
+
+def health_row(lay: Layout) -> None:
+    """otel-spans' own counters: records by outcome, losses, overflow, errors."""
     lay.row("otel-spans health")
     lay.add(
-        ts,
+        TIMESERIES,
         "Telemetry records per second, by signal and outcome",
         "otel_spans.records: submitted, exported, dropped (queue full), failed"
         " (collector down or refusing) and unsent (left at shutdown).",
@@ -1022,7 +1086,7 @@ def workflows_dashboard() -> dict[str, Any]:
         options=timeseries_options(),
     )
     lay.add(
-        stat,
+        STAT,
         "Records lost",
         "Records otel-spans dropped, failed to export or left unsent; anything above"
         " 0 means gaps in traces or metrics.",
@@ -1042,7 +1106,7 @@ def workflows_dashboard() -> dict[str, Any]:
         red_above_zero=True,
     )
     lay.add(
-        stat,
+        STAT,
         "Cardinality overflow",
         "Span names and prefixes reported as (overflow) because the budget"
         " (metrics.max-span-names, max-prefixes) was spent.",
@@ -1059,7 +1123,7 @@ def workflows_dashboard() -> dict[str, Any]:
         red_above_zero=True,
     )
     lay.add(
-        stat,
+        STAT,
         "Internal errors",
         "Errors inside otel-spans caught before they reached Dask; should stay 0.",
         [target(total("otel_spans_internal_errors_total", JOB), instant=True)],
@@ -1069,6 +1133,24 @@ def workflows_dashboard() -> dict[str, Any]:
         red_above_zero=True,
     )
 
+
+#: Row builders in dashboard order; each appends its row and panels to the layout.
+WORKFLOW_ROWS = (
+    workflow_row,
+    running_now_row,
+    spans_row,
+    time_row,
+    tasks_row,
+    cluster_row,
+    health_row,
+)
+
+
+# -- the dashboard ------------------------------------------------------------------------
+def workflows_dashboard() -> dict[str, Any]:
+    lay = Layout()
+    for build_row in WORKFLOW_ROWS:
+        build_row(lay)
     return {
         "uid": "otel-spans-workflows",
         "title": "Dask workflows (otel-spans)",

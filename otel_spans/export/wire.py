@@ -3,9 +3,9 @@
 Why not the SDK's encoder: a record would first become a ``ReadableSpan`` (bounded
 attributes, span contexts, status objects), then ``encode_spans`` would build one
 protobuf object per span, attribute and value, on the exporter thread: CPU taken from
-the scheduler's event loop through the GIL, for every span of a workflow (the README's
-overhead section has the measurements). Writing the bytes directly costs a fraction of
-that: keys are encoded once and cached, and a span is a ``bytes.join`` of a few dozen
+the scheduler's event loop through the GIL, for every span of a workflow
+(docs/performance.md has the measurements). Writing the bytes directly costs a fraction
+of that: keys are encoded once and cached, and a span is a ``bytes.join`` of a few dozen
 pieces.
 
 Log records (Dask's events, one per client call on a busy scheduler) are written the

@@ -2,12 +2,11 @@
 
 One value per finished task is the hottest metric path there is: the SDK's
 ``Histogram.record`` hashes attributes, takes locks and fills exemplar reservoirs on
-every call, on the scheduler's event loop (the README's overhead section has the
-figures). This accumulator
-costs a bisect and three additions per task, on the event loop, and adds its data points
-to each batch of metrics as it leaves (:meth:`inject`) — in the same OTLP shape the SDK
-would produce: explicit-bucket histogram, cumulative or delta, with exemplars for the
-tasks whose spans were kept.
+every call, on the scheduler's event loop (docs/performance.md has the figures). This
+accumulator costs a bisect and three additions per task, on the event loop, and adds
+its data points to each batch of metrics as it leaves (:meth:`inject`) — in the same
+OTLP shape the SDK would produce: explicit-bucket histogram, cumulative or delta, with
+exemplars for the tasks whose spans were kept.
 """
 
 from __future__ import annotations

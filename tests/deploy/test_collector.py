@@ -25,7 +25,7 @@ from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.ports import LOOPBACK, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-COLLECTOR_FILE = ROOT / "collector-config.yaml"
+COLLECTOR_FILE = ROOT / "deploy" / "collector-config.yaml"
 ALERTS_FILE = ROOT / "deploy" / "prometheus-alerts.yml"
 DASHBOARDS_DIR = ROOT / "deploy" / "grafana" / "dashboards"
 

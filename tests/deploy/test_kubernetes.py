@@ -213,7 +213,8 @@ def test_observability_is_what_its_generator_writes() -> None:
 def test_the_collector_runs_the_repository_config_and_reaches_loki() -> None:
     by_kind_name = {(m["kind"], m["metadata"]["name"]): m for m in observability()}
     config_map = by_kind_name[("ConfigMap", "otel-collector")]
-    assert config_map["data"]["config.yaml"] == (ROOT / "collector-config.yaml").read_text()
+    collector_config = ROOT / "deploy" / "collector-config.yaml"
+    assert config_map["data"]["config.yaml"] == collector_config.read_text()
     loki = by_kind_name[("ConfigMap", "loki")]
     assert loki["data"]["loki.yaml"] == (ROOT / "deploy" / "loki.yaml").read_text()
     deployment = by_kind_name[("Deployment", "otel-collector")]

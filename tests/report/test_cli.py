@@ -81,7 +81,10 @@ async def test_counts_are_the_exported_totals_when_task_spans_are_sampled(tmp_pa
 
 
 def test_report_scales_to_100k_spans_within_a_memory_bound(tmp_path: Path) -> None:
-    """100k spans: about 5 s and 215 MB peak RSS here; bound: 400 MB (1M spans: see README)."""
+    """100k spans: about 5 s and 215 MB peak RSS here; bound: 400 MB.
+
+    docs/performance.md has the 1M-span figures.
+    """
     file = tmp_path / "big.jsonl"
     assert write_synthetic(file, 50_000) == 100_051
     # The report's own peak RSS, measured inside its process (RUSAGE_CHILDREN would

@@ -1,11 +1,9 @@
 """A real OpenTelemetry Collector (core components) for tests.
 
-``otelcol_binary()`` finds the collector that ``shared/tools/otelcol/build.sh`` (next to
-the repository, in its parent directory) builds from Debian's packaged Go sources, and
-builds it when it is missing: first ``$OTELCOL_BINARY``, then the build cache
-``~/.cache/otelcol-core/otelcol``, then ``build.sh`` (a few minutes the first time; it
-caches in the same place). Outside CI a missing collector skips the test that needs it,
-with the reason; in CI (``CI=true``) it fails it.
+``otelcol_binary()`` is the collector the project builds from Go modules
+(``tests/backends/otelcol``: the components deploy/collector-config.yaml uses, plus
+``debug`` and ``nop``), or ``$OTELCOL_BINARY`` when set. Outside CI a missing collector
+skips the test that needs it, with the reason; in CI (``CI=true``) it fails it.
 """
 
 from __future__ import annotations
@@ -15,58 +13,22 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import NoReturn
 
 from tests.support.requirements import unavailable
 
+from .backends import backend_binary
 from .ports import LOOPBACK, free_port, port_open
 from .process import ServerProcess
-
-ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = next(
-    (
-        candidate
-        for candidate in (
-            ROOT.parent / "shared" / "tools" / "otelcol" / "build.sh",
-            Path("/work/shared/tools/otelcol/build.sh"),  # a checkout made elsewhere
-        )
-        if candidate.is_file()
-    ),
-    ROOT.parent / "shared" / "tools" / "otelcol" / "build.sh",
-)
-CACHE = Path.home() / ".cache" / "otelcol-core"
-#: Seconds build.sh may take (a first build is about 4 minutes on 2 cores).
-BUILD_TIMEOUT = 900
-
-
-def _unavailable(reason: str) -> NoReturn:
-    unavailable("otelcol (a core OpenTelemetry Collector)", reason)
 
 
 def otelcol_binary() -> Path:
     """The path of a working core ``otelcol`` (building it if needed), or skip/fail."""
     explicit = os.environ.get("OTELCOL_BINARY")
-    candidates = [Path(explicit)] if explicit else []
-    candidates.append(CACHE / "otelcol")
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    if not BUILD_SCRIPT.is_file():
-        _unavailable(f"no binary and no {BUILD_SCRIPT}")
-    try:
-        proc = subprocess.run(
-            ["bash", str(BUILD_SCRIPT), str(CACHE)],
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        _unavailable(f"{BUILD_SCRIPT} took over {BUILD_TIMEOUT}s")
-    binary = CACHE / "otelcol"
-    if proc.returncode != 0 or not binary.is_file():
-        _unavailable(f"{BUILD_SCRIPT} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return binary
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            unavailable("otelcol", f"OTELCOL_BINARY={explicit} is not an executable file")
+        return Path(explicit)
+    return backend_binary("otelcol")
 
 
 def otelcol_validate(config: Path, env: dict[str, str] | None = None) -> tuple[bool, str]:

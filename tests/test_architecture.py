@@ -100,7 +100,7 @@ RULES: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parsed(source: str, filename: str) -> tuple[ast.AST, ...]:
     """Every node of a module (cached by its text: the transitive walk revisits many)."""
     return tuple(ast.walk(ast.parse(source, filename)))

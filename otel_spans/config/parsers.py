@@ -131,10 +131,12 @@ class Integer(Parser):
 class Port(Integer):
     """A TCP port; 0 picks a free one."""
 
+    allowed: str = "a port number from 0 to 65535"
+
     def __call__(self, key: str, value: Any) -> int:
-        number = super().__call__(key, value)
+        number = Integer(minimum=0)(key, value)
         if number > 65535:
-            raise fail(key, value, "a port number from 0 to 65535")
+            raise fail(key, value, self.allowed)
         return number
 
 

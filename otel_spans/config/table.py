@@ -222,7 +222,7 @@ ROWS: tuple[Setting, ...] = (
     Setting("metrics.temporality", Choice(choices=TEMPORALITIES), "cumulative",
             "aggregation temporality of exported metrics",
             env=(None, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")),
-    Setting("metrics.prometheus-port", Port(minimum=0), None,
+    Setting("metrics.prometheus-port", Port(), None,
             "Prometheus pull endpoint on the scheduler (0: a free port); null: off, unless "
             f"OTEL_METRICS_EXPORTER names prometheus (then {PROMETHEUS_DEFAULT_PORT})",
             env=(None, "OTEL_EXPORTER_PROMETHEUS_PORT")),

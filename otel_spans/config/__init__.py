@@ -30,7 +30,8 @@ import dask.config
 import yaml
 
 from otel_spans import settings as _settings
-from otel_spans.config.parsers import _WARNED, NAMESPACE, Boolean, ConfigError, warn_ignored
+from otel_spans.config.parsers import _WARNED as _WARNED  # tests clear it
+from otel_spans.config.parsers import NAMESPACE, Boolean, ConfigError, warn_ignored
 from otel_spans.config.resolve import Resolver, canonical
 from otel_spans.config.structured import TraceUrl
 from otel_spans.config.table import OTEL_VARIABLES, ROWS, SETTINGS
@@ -63,7 +64,6 @@ __all__ = [
     "PYTHON_LOG_LEVELS",
     "ROWS",
     "SETTINGS",
-    "_WARNED",
     "CaptureSettings",
     "CodeCapture",
     "ConfigError",

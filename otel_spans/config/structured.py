@@ -29,13 +29,20 @@ class StringMap(Parser):
     is parsed by the OTel SDK."""
 
     allowed: str = "a mapping of string keys to string values"
+    #: Values are secrets (headers): an error shows the keys only.
+    secret: bool = False
 
     def __call__(self, key: str, value: Any) -> dict[str, str]:
         value = value or {}
         if not isinstance(value, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in value.items()
         ):
-            raise fail(key, value, self.allowed)
+            shown = (
+                {k: "<hidden>" for k in value}
+                if self.secret and isinstance(value, Mapping)
+                else value
+            )
+            raise fail(key, shown, self.allowed)
         return {k: str(v) for k, v in value.items()}
 
     def from_env(self, name: str, text: str) -> dict[str, str]:

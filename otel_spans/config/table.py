@@ -152,7 +152,7 @@ ROWS: tuple[Setting, ...] = (
             env=_otlp("ENDPOINT")),
     Setting("protocol", OtlpProtocol(choices=PROTOCOLS), "grpc", "OTLP transport",
             env=_otlp("PROTOCOL")),
-    Setting("headers", StringMap(), {}, "extra request headers (values never logged)",
+    Setting("headers", StringMap(secret=True), {}, "extra request headers (values never logged)",
             env=_otlp("HEADERS")),
     Setting("timeout", Duration(positive=True), "10s",
             "deadline of one export call, retries included (variables: milliseconds)",

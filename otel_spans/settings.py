@@ -214,6 +214,9 @@ class ProfileSettings:
 
 @dataclass(frozen=True)
 class Settings:
+    """Everything otel-spans reads from configuration, resolved and checked once
+    (``otel_spans.config.Settings.from_config`` builds it)."""
+
     enabled: bool
     service_name: str | None
     cluster_name: str | None

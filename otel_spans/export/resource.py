@@ -5,7 +5,7 @@ from __future__ import annotations
 from opentelemetry.sdk.resources import Resource
 
 from otel_spans import semconv
-from otel_spans.config import Settings
+from otel_spans.settings import Settings
 
 
 def build_resource(settings: Settings, *, instance_id: str, scheduler_address: str) -> Resource:

@@ -1,4 +1,4 @@
-"""The OTel SDK's exporters, configured from :class:`~otel_spans.config.ExportTarget`.
+"""The OTel SDK's exporters, configured from :class:`~otel_spans.settings.ExportTarget`.
 
 The SDK exports the metrics of every process and the spans user code starts in tasks
 on workers (the scheduler's own spans and logs are pre-encoded and go through
@@ -32,10 +32,10 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, SpanExportResult
 
-from otel_spans.config import ExportTarget, Temporality
 from otel_spans.export.console import TeeMetricExporter, TeeSpanExporter
 from otel_spans.export.files import JsonLinesWriter, OtlpJsonMetricExporter, OtlpJsonSpanExporter
 from otel_spans.export.tls import grpc_credentials, http_session
+from otel_spans.settings import ExportTarget, Temporality
 
 logger = logging.getLogger("otel_spans")
 

@@ -33,11 +33,11 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
-from otel_spans.config import ExportTarget
 from otel_spans.export.console import ConsoleSender, TeeSender
 from otel_spans.export.files import FileSender, JsonLinesWriter
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
 from otel_spans.export.tls import grpc_credentials, http_session
+from otel_spans.settings import ExportTarget
 from otel_spans.throttle import Throttle
 
 if TYPE_CHECKING:

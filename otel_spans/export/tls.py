@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from otel_spans.config import ExportTarget
+from otel_spans.settings import ExportTarget
 
 if TYPE_CHECKING:
     import grpc

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from otel_spans.config import RecordLimits
+from otel_spans.settings import RecordLimits
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _pack_fixed64 = struct.Struct("<Q").pack

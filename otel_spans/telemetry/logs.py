@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from otel_spans.config import RecordLimits, Settings
 from otel_spans.export import wire
 from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.export.senders import make_request_sender
 from otel_spans.records import LogEntry, ProfileRecord
+from otel_spans.settings import RecordLimits, Settings
 from otel_spans.telemetry import profiles
 
 _MAX_DEPTH = 4

@@ -20,8 +20,8 @@ from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_spans import records, semconv
-from otel_spans.config import MetricsSettings
 from otel_spans.records import Attrs, CounterDelta, GaugeValue
+from otel_spans.settings import MetricsSettings
 from otel_spans.telemetry.cardinality import CardinalityLimiter
 
 #: (metric, unit, description) of every observable counter fed by deltas.

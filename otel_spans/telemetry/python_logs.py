@@ -26,9 +26,9 @@ from collections.abc import Callable
 from opentelemetry import trace
 
 from otel_spans import semconv
-from otel_spans.config import PythonLogSettings
 from otel_spans.export.pipeline import ThreadProducer
 from otel_spans.records import AttrValue, LogEntry
+from otel_spans.settings import PythonLogSettings
 from otel_spans.telemetry.logs import LogSource
 
 logger = logging.getLogger("otel_spans")

@@ -16,7 +16,6 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.metrics.view import View
 
 from otel_spans import semconv
-from otel_spans.config import Settings
 from otel_spans.export import wire
 from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
@@ -36,6 +35,7 @@ from otel_spans.records import (
     SpanRecord,
     TaskRecord,
 )
+from otel_spans.settings import Settings
 from otel_spans.telemetry import logs, python_logs, traces
 from otel_spans.telemetry.metrics import Instruments, MetricsState
 from otel_spans.telemetry.task_histogram import TaskDurationHistogram

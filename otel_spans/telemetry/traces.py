@@ -9,7 +9,6 @@ so there is no ``Tracer`` (whose id generator would pick random ids) and no
 from __future__ import annotations
 
 from otel_spans import ids, semconv
-from otel_spans.config import RecordLimits
 from otel_spans.export import wire
 from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, WireEvent, WireLink
 from otel_spans.records import (
@@ -20,6 +19,7 @@ from otel_spans.records import (
     SpanRecord,
     TaskRecord,
 )
+from otel_spans.settings import RecordLimits
 
 
 def _erred_status(erred: int, tasks: int) -> tuple[int, str]:

@@ -11,14 +11,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dask.config
 import pytest
 from distributed import span
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.util._once import Once
 
 from otel_spans import config
 from otel_spans.config import Settings
+from otel_spans.worker import tracing
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import FAST, await_until, cluster_test, traced_cluster
 
@@ -243,3 +249,124 @@ def test_the_sampler_variable_decides_whether_workflows_follow_their_caller(
     assert resolve({"OTEL_TRACES_SAMPLER": sampler}, **key).traces.follow_caller_sampling is (
         not follows
     )
+
+
+@pytest.mark.parametrize("value", ["abc", "70000", "-1"])
+def test_a_bad_prometheus_port_variable_is_warned_about_and_ignored(
+    value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_PORT": value}
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        assert resolve(env).metrics.prometheus_port == 9464  # the specification's default
+        resolve(env)
+    (warning,) = warnings_about(caplog, "OTEL_EXPORTER_PROMETHEUS_PORT")
+    assert value in warning
+    env["OTEL_EXPORTER_PROMETHEUS_PORT"] = "9999"
+    assert resolve(env).metrics.prometheus_port == 9999
+
+
+CERTIFICATE_VARIABLES = [
+    ("OTEL_EXPORTER_OTLP_CERTIFICATE", "certificate"),
+    ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "client_certificate"),
+    ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "client_key"),
+    ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "certificate"),
+    ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "client_certificate"),
+    ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "client_key"),
+]
+
+
+@pytest.mark.parametrize(("name", "field"), CERTIFICATE_VARIABLES)
+def test_a_certificate_variable_that_is_no_readable_file_is_warned_about_and_ignored(
+    name: str, field: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4317", name: str(tmp_path / "missing.pem")}
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        target = resolve(env).traces.target
+        resolve(env)
+    assert getattr(target, field) is None
+    assert target.kind == "otlp"  # the scheduler starts and exports all the same
+    (warning,) = warnings_about(caplog, name)
+    assert "missing.pem" in warning
+    # a directory is not a readable file either; an existing file is used
+    env[name] = str(tmp_path)
+    assert getattr(resolve(env).traces.target, field) is None
+    pem = tmp_path / "ok.pem"
+    pem.write_text("x")
+    env[name] = str(pem)
+    assert getattr(resolve(env).traces.target, field) == str(pem)
+
+
+def test_a_bad_signal_variable_leaves_the_general_one_to_decide(tmp_path: Path) -> None:
+    """Ignored means "as if not set": the next layer of the lookup decides."""
+    pem = tmp_path / "ca.pem"
+    pem.write_text("x")
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": str(tmp_path / "missing.pem"),
+        "OTEL_EXPORTER_OTLP_CERTIFICATE": str(pem),
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "soon",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "2500",
+    }
+    target = resolve(env).traces.target
+    assert (target.certificate, target.timeout) == (str(pem), 2.5)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "console"),
+    [("none", "none", False), ("console", "none", True), ("otlp", "otlp", False)],
+)
+def test_the_logs_exporter_variable_decides_where_log_records_go(
+    value: str, kind: str, console: bool
+) -> None:
+    """``OTEL_LOGS_EXPORTER`` is a list of otlp, console and none, for logs alone."""
+    settings = resolve({"OTEL_LOGS_EXPORTER": value})
+    logs = settings.logs.target
+    assert (logs.kind, logs.console, logs.enabled) == (kind, console, kind != "none" or console)
+    if kind == "otlp":  # no endpoint anywhere: the OTel default for grpc
+        assert logs.endpoint == "http://localhost:4317"
+    # the other signals keep the embedded default (files)
+    assert (settings.traces.target.kind, settings.metrics.target.kind) == ("file", "file")
+    # the otel-spans key, when set, wins
+    assert resolve({"OTEL_LOGS_EXPORTER": value}, logs={"exporter": "file"}).logs.target.kind == (
+        "file"
+    )
+
+
+def test_prometheus_is_a_metrics_exporter_only(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        logs = resolve({"OTEL_LOGS_EXPORTER": "prometheus"}).logs.target
+    assert logs.kind == "file"  # nothing usable: as if unset
+    (warning,) = warnings_about(caplog, "OTEL_LOGS_EXPORTER")
+    assert "'prometheus'" in warning
+
+
+@pytest.fixture
+def fresh_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No global TracerProvider yet (OTel allows setting it once per process), and no
+    process-wide tracing state of otel-spans' worker side."""
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(tracing, "_process", tracing._Process())
+    yield
+
+
+@pytest.mark.parametrize(
+    ("provider", "sdk"), [("sdk_tracer_provider", True), ("default_tracer_provider", False)]
+)
+def test_a_tracer_provider_variable_keeps_the_users_provider(
+    provider: str, sdk: bool, fresh_tracer_provider: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OTEL_PYTHON_TRACER_PROVIDER`` (read by the OTel API): task code keeps that
+    provider; otel-spans only counts task children on it (an SDK provider) and never
+    exports its spans itself."""
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", provider)
+    lease = tracing.acquire(resolve({}), Resource.create)
+    try:
+        users = trace.get_tracer_provider()
+        assert lease.provider == "user"
+        assert isinstance(users, TracerProvider) is sdk
+        assert tracing._process.provider is None  # otel-spans set no provider
+        assert tracing._process.processor.export is None  # nor exports the user's spans
+        assert (tracing._process.adopted is users) is sdk  # children counted on an SDK one
+        assert lease.stats() == {"provider": "user"}
+    finally:
+        lease.release()

@@ -122,6 +122,13 @@ def test_certificate_must_exist(tmp_path: Path) -> None:
         resolve(env, certificate="/nope")
 
 
+def test_a_bad_header_value_is_not_echoed_in_the_error() -> None:
+    with pytest.raises(ConfigError, match=r"otel-spans\.headers: invalid value") as error:
+        resolve(headers={"authorization": ["Bearer s3cr3t"]})
+    assert "authorization" in str(error.value)
+    assert "s3cr3t" not in str(error.value)
+
+
 def test_describe_never_shows_header_values() -> None:
     s = resolve(endpoint="http://c:4317", headers={"authorization": "Bearer s3cr3t"})
     assert "s3cr3t" not in s.traces.target.describe()

@@ -1,0 +1,150 @@
+"""Settings, read once from dask.config and the standard ``OTEL_*`` variables.
+
+Every setting is one row of :mod:`.table` (key, parser and bounds, default, the
+``OTEL_*`` variables it falls back to, a line of description) and resolves through one
+lookup (:mod:`.resolve`): the ``otel-spans`` dask.config key when it is not null, then
+the signal-specific ``OTEL_*`` variable, then the general one, then the default. The
+defaults dask.config sees are shipped in ``otel-spans.yaml``. Validation is eager: a bad
+value of an ``otel-spans`` key raises :class:`ConfigError` naming the key, the value and
+what is allowed, so a misconfigured scheduler fails at start instead of exporting
+nothing.
+
+``OTEL_*`` variables are different: they are process-wide, often set for other code in
+the same container, and the OTel SDK configuration specification says an invalid or
+unsupported value is warned about and ignored. So they never raise: a bad one is logged
+once and the setting falls back to the value it would have without the variable
+(docs/configuration.md lists each variable and what otel-spans does with it).
+
+The typed settings themselves are plain dataclasses in :mod:`otel_spans.settings`,
+which imports nothing of Dask; they are re-exported here for the entry points.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import yaml
+
+from otel_spans import settings as _settings
+from otel_spans.config.parsers import _WARNED as _WARNED  # tests clear it
+from otel_spans.config.parsers import NAMESPACE, Boolean, ConfigError, warn_ignored
+from otel_spans.config.resolve import Resolver, canonical
+from otel_spans.config.structured import TraceUrl
+from otel_spans.config.table import OTEL_VARIABLES, ROWS, SETTINGS
+from otel_spans.settings import (
+    MAX_ATTRIBUTE_LABELS,
+    PYTHON_LOG_LEVELS,
+    CaptureSettings,
+    CodeCapture,
+    ExceptionCapture,
+    ExporterKind,
+    ExportTarget,
+    LogSettings,
+    MetricsSettings,
+    ProfileSettings,
+    Protocol,
+    PythonLogSettings,
+    RecordLimits,
+    TaskMode,
+    TaskRule,
+    TaskSettings,
+    Temporality,
+    TraceSettings,
+    format_trace_url,
+)
+
+__all__ = [
+    "MAX_ATTRIBUTE_LABELS",
+    "NAMESPACE",
+    "OTEL_VARIABLES",
+    "PYTHON_LOG_LEVELS",
+    "ROWS",
+    "SETTINGS",
+    "CaptureSettings",
+    "CodeCapture",
+    "ConfigError",
+    "ExceptionCapture",
+    "ExportTarget",
+    "ExporterKind",
+    "LogSettings",
+    "MetricsSettings",
+    "ProfileSettings",
+    "Protocol",
+    "PythonLogSettings",
+    "RecordLimits",
+    "Settings",
+    "TaskMode",
+    "TaskRule",
+    "TaskSettings",
+    "Temporality",
+    "TraceSettings",
+    "caller_link_default",
+    "check_keys",
+    "format_trace_url",
+    "load_defaults",
+    "register_defaults",
+    "trace_url_template",
+    "warn_ignored",
+]
+
+_DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "otel-spans.yaml"
+
+
+def load_defaults() -> dict[str, Any]:
+    """The defaults shipped in ``otel-spans.yaml`` (a fresh copy)."""
+    with _DEFAULTS_FILE.open() as f:
+        data: dict[str, Any] = yaml.safe_load(f)
+    return data
+
+
+def register_defaults() -> None:
+    """Register the shipped defaults with dask.config without overriding user values."""
+    dask.config.update_defaults(load_defaults())
+
+
+class Settings(_settings.Settings):
+    """:class:`otel_spans.settings.Settings`, with the constructor that reads dask.config.
+
+    The dataclass lives in the Dask-free :mod:`otel_spans.settings` (what ``export/``
+    and ``telemetry/`` import); this subclass only adds :meth:`from_config`.
+    """
+
+    @classmethod
+    def from_config(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Settings:
+        """Resolve the settings from dask.config (+ ``overrides``) and ``environ``."""
+        raw = dask.config.merge(load_defaults()[NAMESPACE], dask.config.get(NAMESPACE, {}))
+        if overrides:
+            raw = dask.config.merge(raw, canonical(dict(overrides)))
+        return Resolver(raw, os.environ if environ is None else environ).settings(cls)
+
+
+def trace_url_template(value: Any) -> str | None:
+    """Validate an ``otel-spans.trace-url`` value (ConfigError naming it when bad)."""
+    return None if value is None else str(TraceUrl()("trace-url", value))
+
+
+def check_keys(overrides: Mapping[str, Any]) -> None:
+    """Fail on unknown ``otel-spans`` keys without resolving anything else.
+
+    Used where the environment is not the one that will run the exporter (a client
+    building a plugin for a remote scheduler): names can be checked, values only there.
+    """
+    Resolver(overrides, {}).check_keys()
+
+
+def caller_link_default() -> bool:
+    """``otel-spans.traces.caller-link`` of the calling process's dask.config.
+
+    Read on the client each time ``otel_spans.span`` opens a root span (settings are
+    otherwise resolved where the exporters run); parsed as every boolean setting is.
+    """
+    key = "traces.caller-link"
+    return bool(Boolean()(key, dask.config.get(f"{NAMESPACE}.{key}", False)))

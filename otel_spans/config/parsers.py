@@ -1,0 +1,295 @@
+"""Value parsers: one small class per kind of value, with its bounds as fields.
+
+A parser turns an ``otel-spans`` dask.config value into a typed value or raises
+:class:`ConfigError` naming the key, the value and what is allowed (``allowed`` is also
+the text of the docs table). ``from_env`` reads the same setting from an ``OTEL_*``
+variable's text, as the OTel specification says (enums case-insensitive, durations in
+milliseconds, booleans true only for ``true``); it may return None, which means "as if
+the variable were not set".
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from dask.utils import parse_timedelta
+
+NAMESPACE = "otel-spans"
+logger = logging.getLogger("otel_spans.config")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names key, value and what is allowed."""
+
+
+#: (variable, value) pairs already warned about: each is said once per process, however
+#: many schedulers, workers and clients resolve the settings.
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def warn_ignored(name: str, value: str, why: str) -> None:
+    """Log once that an ``OTEL_*`` variable's value is ignored, and why."""
+    with _WARNED_LOCK:
+        if (name, value) in _WARNED:
+            return
+        _WARNED.add((name, value))
+    logger.warning("otel-spans: ignoring %s: %s", name, why)
+
+
+def fail(key: str, value: Any, allowed: str) -> ConfigError:
+    """The error for a bad value of ``key`` (a dotted ``otel-spans`` key or a variable)."""
+    name = key if key.startswith("OTEL_") else f"{NAMESPACE}.{key}"
+    return ConfigError(f"{name}: invalid value {value!r}; expected {allowed}")
+
+
+def env_boolean(name: str, text: str) -> bool:
+    """An ``OTEL_*`` boolean, per the specification: only ``true`` (any case) is true;
+    anything but ``false`` or empty is also warned about."""
+    value = text.strip().lower()
+    if value not in ("true", "false", ""):
+        warn_ignored(name, text, f"invalid value {text!r}; expected true or false; read as false")
+    return value == "true"
+
+
+@dataclass(frozen=True)
+class Parser:
+    """Base parser: ``__call__`` for dask.config values, ``from_env`` for variables."""
+
+    #: What is allowed, as said in errors and in the docs table.
+    allowed: str = "any value"
+
+    def __call__(self, key: str, value: Any) -> Any:
+        return value
+
+    def from_env(self, name: str, text: str) -> Any:
+        return self(name, text)
+
+
+@dataclass(frozen=True)
+class Boolean(Parser):
+    allowed: str = "true or false"
+
+    def __call__(self, key: str, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise fail(key, value, self.allowed)
+
+    def from_env(self, name: str, text: str) -> bool:
+        return env_boolean(name, text)
+
+
+@dataclass(frozen=True)
+class Sampler(Boolean):
+    """``traces.follow-caller-sampling``; from ``OTEL_TRACES_SAMPLER`` as far as it
+    applies to Dask spans: the scheduler samples task runs itself (``traces.tasks``); a
+    workflow follows its caller's sampled flag (``parentbased_always_on``, the OTel
+    default) or ignores it (``always_on``). Other samplers are warned about and ignored."""
+
+    def from_env(self, name: str, text: str) -> bool:
+        samplers = {"parentbased_always_on": True, "always_on": False}
+        value = text.strip().lower()
+        if value not in samplers:
+            raise fail(name, text, " or ".join(samplers))
+        return samplers[value]
+
+
+@dataclass(frozen=True)
+class Integer(Parser):
+    minimum: int = 0
+    maximum: int | None = None
+    allowed: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.allowed:
+            text = f"an integer >= {self.minimum}"
+            if self.maximum is not None:
+                text = f"an integer from {self.minimum} to {self.maximum}"
+            object.__setattr__(self, "allowed", text)
+
+    def __call__(self, key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise fail(key, value, self.allowed)
+        try:
+            number = int(value)
+        except ValueError:
+            raise fail(key, value, self.allowed) from None
+        if number < self.minimum or (self.maximum is not None and number > self.maximum):
+            raise fail(key, value, self.allowed)
+        return number
+
+
+@dataclass(frozen=True)
+class Port(Integer):
+    """A TCP port; 0 picks a free one."""
+
+    allowed: str = "a port number from 0 to 65535"
+
+    def __call__(self, key: str, value: Any) -> int:
+        number = Integer(minimum=0)(key, value)
+        if number > 65535:
+            raise fail(key, value, self.allowed)
+        return number
+
+
+@dataclass(frozen=True)
+class Number(Parser):
+    """A float within bounds (a ratio, a price)."""
+
+    minimum: float = 0.0
+    maximum: float = math.inf
+    allowed: str = "a number >= 0"
+
+    def __call__(self, key: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise fail(key, value, self.allowed)
+        try:
+            number = float(value)
+        except ValueError:
+            raise fail(key, value, self.allowed) from None
+        if not self.minimum <= number <= self.maximum:  # NaN fails too
+            raise fail(key, value, self.allowed)
+        return number
+
+
+@dataclass(frozen=True)
+class Duration(Parser):
+    """Seconds, from a duration (``5s``, ``500ms``, a number of seconds); an ``OTEL_*``
+    duration is milliseconds, as the OTel specification says."""
+
+    positive: bool = False
+    allowed: str = "a duration such as 5s, 500ms or a number of seconds"
+
+    def __call__(self, key: str, value: Any) -> float:
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            seconds = float(parse_timedelta(value, default="seconds"))
+        except (TypeError, ValueError, KeyError, AttributeError):
+            raise fail(key, value, self.allowed) from None
+        if seconds < 0 or (self.positive and seconds == 0):
+            raise fail(key, value, "a positive duration" if self.positive else ">= 0")
+        return seconds
+
+    def from_env(self, name: str, text: str) -> float:
+        allowed = "a positive number of milliseconds"
+        try:
+            millis = float(text)
+        except ValueError:
+            raise fail(name, text, allowed) from None
+        if millis <= 0:
+            raise fail(name, text, allowed)
+        return millis / 1000
+
+
+@dataclass(frozen=True)
+class Choice(Parser):
+    """One of ``choices``; from a variable, case-insensitive."""
+
+    choices: tuple[str, ...] = ()
+    allowed: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.allowed:
+            text = ", ".join(self.choices[:-1]) + f" or {self.choices[-1]}"
+            object.__setattr__(self, "allowed", text)
+
+    def __call__(self, key: str, value: Any) -> Any:
+        if value not in self.choices:
+            raise fail(key, value, self.allowed)
+        return value
+
+    def from_env(self, name: str, text: str) -> Any:
+        return self(name, text.strip().lower())
+
+
+@dataclass(frozen=True)
+class OtlpProtocol(Choice):
+    """``http/json`` is a valid OTLP protocol that otel-spans does not speak: said as
+    such (then ignored like any bad value)."""
+
+    def from_env(self, name: str, text: str) -> Any:
+        if text.strip().lower() == "http/json":
+            raise ConfigError(f"{name}: http/json is not supported (grpc or http/protobuf)")
+        return super().from_env(name, text)
+
+
+@dataclass(frozen=True)
+class Exporters(Choice):
+    """``<signal>.exporter``: one name; ``OTEL_<SIGNAL>_EXPORTER``: a comma-separated,
+    case-insensitive list of ``env_choices``. Both give the tuple of names to serve."""
+
+    env_choices: tuple[str, ...] = ()
+
+    def __call__(self, key: str, value: Any) -> tuple[str, ...]:
+        return (super().__call__(key, value),)
+
+    def from_env(self, name: str, text: str) -> tuple[str, ...] | None:
+        names = [item.strip().lower() for item in text.split(",") if item.strip()]
+        unknown = [n for n in names if n not in self.env_choices]
+        if unknown:
+            warn_ignored(
+                name,
+                text,
+                f"unsupported exporter {', '.join(map(repr, unknown))} (otel-spans supports "
+                f"{', '.join(self.env_choices)}); the others are used",
+            )
+        known = tuple(n for n in names if n in self.env_choices)
+        return known or None  # none left: as if unset
+
+
+@dataclass(frozen=True)
+class Text(Parser):
+    allowed: str = "a non-empty string or null"
+
+    def __call__(self, key: str, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise fail(key, value, self.allowed)
+        return value
+
+
+@dataclass(frozen=True)
+class Currency(Text):
+    allowed: str = "a short alphanumeric code such as USD"
+
+    def __call__(self, key: str, value: Any) -> str:
+        text = Text()(key, value)
+        if not text.isalnum() or len(text) > 16:
+            raise fail(key, text, self.allowed)
+        return text
+
+
+@dataclass(frozen=True)
+class ReadableFile(Text):
+    allowed: str = "the path of a readable file"
+
+    def __call__(self, key: str, value: Any) -> str:
+        path = Text()(key, value)
+        if not os.path.isfile(path):
+            raise fail(key, path, self.allowed)
+        return path
+
+
+@dataclass(frozen=True)
+class Url(Parser):
+    allowed: str = "an http:// or https:// URL with a host, e.g. http://collector:4317"
+
+    def __call__(self, key: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise fail(key, value, self.allowed)
+        try:
+            parsed = urllib.parse.urlparse(value.strip())
+            parsed.port  # noqa: B018 (raises ValueError on a bad port)
+        except ValueError:
+            raise fail(key, value, self.allowed) from None
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise fail(key, value, self.allowed)
+        return value.strip()

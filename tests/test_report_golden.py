@@ -1,0 +1,116 @@
+"""Every report output, byte for byte, against golden files of a designed run.
+
+The golden files in ``tests/golden/`` were written by the report as it was before its
+renderers were reshaped (one ``render`` per output, one markup module); reshaping is
+not meant to change a byte of what the report writes, and this test holds it to that.
+A renderer that reorders rows, rounds differently, escapes differently or drops a
+section fails here with the name of the file that changed.
+
+To rewrite them after a deliberate change of output: ``python -m tests.test_report_golden``
+(then read the diff: it is the change a user will see).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_spans.__main__ import main as cli_main
+from otel_spans.analysis.workflow import analyse
+from otel_spans.report import chrome, html
+from otel_spans.report.cli import report
+from otel_spans.report.compare import run as compare_run
+from tests.golden_trace import write_run
+from tests.test_html import golden, hostile
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+#: The slowdown of each ``sums`` task in the compared run: far beyond the noise.
+SLOWER = 0.9
+
+
+def _report(path: Path, out: Path | None, **lookup: str) -> tuple[int, str, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = report(path, out, stdout=stdout, stderr=stderr, **lookup)
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def outputs(tmp: Path) -> dict[str, str]:
+    """Every output of the report for the designed run, by golden file name."""
+    run = write_run(tmp / "baseline")
+    slower = write_run(tmp / "slower", slower=SLOWER)
+    out: dict[str, str] = {}
+
+    code, stdout, stderr = _report(run, tmp / "report")
+    assert (code, stderr) == (0, "")
+    out["summary.txt"] = stdout.replace(str(tmp), "<tmp>")
+    for file in sorted((tmp / "report").iterdir()):
+        out[f"report-{file.name}"] = file.read_text(encoding="utf-8")
+
+    for name, lookup in (("key", {"key": "sums-0"}), ("group", {"group": "fit"})):
+        code, stdout, stderr = _report(run, None, **lookup)
+        assert (code, stderr) == (0, "")
+        out[f"lookup-{name}.txt"] = stdout
+
+    tree = io.StringIO()
+    with contextlib.redirect_stdout(tree):
+        assert cli_main(["tree", str(run / "traces.jsonl")]) == 0
+    out["tree.txt"] = tree.getvalue()
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = compare_run(
+        run,
+        slower,
+        workflow=None,
+        json_out=tmp / "compare.json",
+        out_dir=tmp / "compare",
+        fail_if_slower=None,
+        stdout=stdout,
+        stderr=stderr,
+    )
+    assert (code, stderr.getvalue()) == (0, "")
+    out["compare.txt"] = stdout.getvalue().replace(str(tmp), "<tmp>")
+    out["compare.json"] = (tmp / "compare.json").read_text(encoding="utf-8")
+    out["compare.html"] = (tmp / "compare" / "compare.html").read_text(encoding="utf-8")
+
+    # The in-memory workflows of the HTML and Perfetto tests, hostile names included.
+    for name, (workflow, spans) in (("golden", golden()), ("hostile", hostile())):
+        analysis = analyse(workflow)
+        out[f"{name}.html"] = html.render(workflow, analysis, spans)
+        chrome.write(tmp / f"{name}.perfetto.json", workflow, analysis, spans)
+        out[f"{name}.perfetto.json"] = (tmp / f"{name}.perfetto.json").read_text(encoding="utf-8")
+    out["golden.perfetto.encoded.json"] = json.dumps(
+        chrome.encode(golden()[0], analyse(golden()[0]), golden()[1]), indent=1
+    )
+    return out
+
+
+EXPECTED = sorted(p.name for p in GOLDEN.glob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def produced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return outputs(tmp_path_factory.mktemp("golden"))
+
+
+def test_the_golden_files_cover_every_output(produced: dict[str, str]) -> None:
+    assert sorted(produced) == EXPECTED
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_output_is_byte_identical_to_its_golden_file(name: str, produced: dict[str, str]) -> None:
+    assert produced[name].encode("utf-8") == (GOLDEN / name).read_bytes(), name
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    GOLDEN.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in outputs(Path(tmp)).items():
+            (GOLDEN / name).write_bytes(text.encode("utf-8"))
+            print(f"wrote {GOLDEN / name}", file=sys.stderr)

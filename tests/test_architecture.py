@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "otel_spans"
 SUBPACKAGES = ("scheduler", "telemetry", "export", "worker", "analysis", "report")
 #: The shared vocabulary at the top of the package: imported by all, imports none of them.
-SHARED = ("config", "semconv", "ids", "records", "context", "throttle")
+SHARED = ("config", "semconv", "ids", "records", "context", "throttle", "markup")
 
 #: Where -> (what it must never import, why).
 RULES: dict[str, tuple[tuple[str, ...], str]] = {

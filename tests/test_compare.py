@@ -9,7 +9,10 @@ from pathlib import Path
 from dask.delayed import delayed
 from distributed import span
 
+from otel_spans.report import compare_html
+from otel_spans.report.compare import Comparison, Numbers, Row
 from tests.cluster import cluster_test, traced_cluster
+from tests.test_html import HOSTILE, HOSTILE_SHOWN, parse
 from tests.test_report_cli import run_report
 from tests.test_workflow_analysis import step
 
@@ -78,3 +81,27 @@ async def test_compare_names_the_stage_that_got_slower(tmp_path: Path) -> None:
     assert same.returncode == 0 and verdicts_same == {"same"}
     missing = run_report("--compare", base, cur, "--workflow", "weekly")
     assert missing.returncode == 1 and "share no workflow 'weekly'" in missing.stderr
+
+
+def test_the_page_shows_hostile_names_as_text() -> None:
+    """A workflow, span, task group and critical-path key named with markup, control
+    characters and a lone surrogate: the page encodes as UTF-8 (with ``html.escape``
+    alone the surrogate raised UnicodeEncodeError when the page was written) and a
+    parser reads every name as text (an escaper that missed ``<`` would inject)."""
+    numbers = Numbers(1.0, tasks=1)
+    rows = tuple(
+        Row(kind, name, numbers, numbers, "same", 1.0)
+        for kind, name in (
+            ("workflow", HOSTILE),
+            ("span", f"{HOSTILE}/stage"),
+            ("task group", HOSTILE),
+        )
+    )
+    page = compare_html.render([Comparison(HOSTILE, rows, (HOSTILE, "next-0"), ("next-0",))])
+    page.encode("utf-8")
+    doc = parse(page)
+    assert not doc.all("script")
+    names = [tr.all("td")[1].text() for tr in doc.all("tr") if tr.all("td")]
+    assert names == [HOSTILE_SHOWN, f"{HOSTILE_SHOWN}/stage", HOSTILE_SHOWN]
+    assert doc.all("h2")[0].text() == f"{HOSTILE_SHOWN}: same"
+    assert [li.text() for li in doc.all("li")] == [HOSTILE_SHOWN, "next-0", "next-0"]

@@ -17,7 +17,7 @@ from otel_spans.analysis.workflow import analyse
 from otel_spans.report.html import render
 from tests.requirements import require_file
 from tests.test_analysis import GOLDEN_PATH, W1, at, golden_workflow
-from tests.test_chrome import SPANS
+from tests.test_perfetto import SPANS
 
 CHROMIUM = Path("/usr/bin/chromium")
 HOSTILE = '<script>alert("x")</script>\'&\x07\x9b ü \udcff'

@@ -6,14 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from otel_spans.report.compare import (
-    NOISE_RATIO,
-    NOISE_SECONDS,
-    Comparison,
-    Numbers,
-    Row,
-    changes,
-)
+# compare.NOISE_*, read when rendering: the thresholds the verdicts were given
+from otel_spans.report import compare
+from otel_spans.report.compare import Comparison, Numbers, Row, changes
 from otel_spans.report.markup import escape
 
 _STYLE = """
@@ -56,8 +51,8 @@ def render(comparisons: Iterable[Comparison]) -> str:
         f"<title>otel-spans comparison</title><style>{_STYLE}</style></head><body>"
         "<h1>otel-spans comparison</h1>"
         "<p>Workflow and span rows compare wall time, task-group rows the compute time of"
-        f" all their tasks; a change within {NOISE_RATIO:.0%} or {NOISE_SECONDS} s is"
-        f" 'same'.</p>{''.join(sections)}</body></html>"
+        f" all their tasks; a change within {compare.NOISE_RATIO:.0%} or"
+        f" {compare.NOISE_SECONDS} s is 'same'.</p>{''.join(sections)}</body></html>"
     )
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from otel_spans.report.compare import NOISE_RATIO, NOISE_SECONDS, Comparison, Numbers, changes
+# compare.NOISE_*, read when rendering: the thresholds the verdicts were given
+from otel_spans.report import compare
+from otel_spans.report.compare import Comparison, Numbers, changes
 
 
 def render(comparisons: Iterable[Comparison]) -> str:
@@ -23,7 +25,7 @@ def _block(comparison: Comparison) -> str:
         ),
         f"  {'':<11} {'name':<40} {'baseline':>9} {'current':>9}  verdict   tasks, errors, bytes",
         "  (workflow and spans: wall time; task groups: compute time of all their tasks;"
-        f" a change within {NOISE_RATIO:.0%} or {NOISE_SECONDS}s is 'same')",
+        f" a change within {compare.NOISE_RATIO:.0%} or {compare.NOISE_SECONDS}s is 'same')",
     ]
     for row in comparison.rows:
         b, c = row.baseline, row.current

@@ -115,3 +115,54 @@ if __name__ == "__main__":
         for name, text in outputs(Path(tmp)).items():
             (GOLDEN / name).write_bytes(text.encode("utf-8"))
             print(f"wrote {GOLDEN / name}", file=sys.stderr)
+
+
+def _hostile_run(directory: Path, slower: float = 0.0) -> Path:
+    """The designed run with a lone surrogate and markup in the ``sums`` task keys and
+    group name and in the aggregate span's name (a Dask key may hold a lone
+    surrogate: JSON carries it as an escape, and loading gives it back)."""
+    run = write_run(directory, slower=slower)
+    traces = run / "traces.jsonl"
+    text = traces.read_text(encoding="utf-8")
+    text = text.replace('"sums-', '"sums-<b>\\udcff&-')
+    text = text.replace('"aggregate"', '"agg\\udcff"').replace("/aggregate", "/agg\\udcff")
+    traces.write_text(text, encoding="utf-8")
+    return run
+
+
+def test_names_with_a_lone_surrogate_reach_every_output_encodable(tmp_path: Path) -> None:
+    """Every file the report and the comparison write, and all they print, encode as
+    UTF-8 with the hostile names in them. Catches a page escaped by ``html.escape``
+    alone (the comparison page raised on writing) and text printed as it came (a
+    real stdout raises on a lone surrogate)."""
+    base, cur = _hostile_run(tmp_path / "a"), _hostile_run(tmp_path / "b", slower=SLOWER)
+    code, stdout, stderr = _report(base, tmp_path / "report")
+    assert (code, stderr) == (0, "")
+    stdout.encode("utf-8")
+    assert "sums-<b>\ufffd&-1" in stdout  # on the critical path
+    out, err = io.StringIO(), io.StringIO()
+    code = compare_run(
+        base,
+        cur,
+        workflow=None,
+        json_out=tmp_path / "compare.json",
+        out_dir=tmp_path / "report",
+        fail_if_slower=None,
+        stdout=out,
+        stderr=err,
+    )
+    assert (code, err.getvalue()) == (0, "")
+    out.getvalue().encode("utf-8")
+    assert "nightly/agg\ufffd" in out.getvalue()
+    pages = sorted(p.name for p in (tmp_path / "report").iterdir())
+    assert pages == [
+        "compare.html",
+        "nightly.html",
+        "nightly.perfetto.json",
+        "sampled-etl.html",
+        "sampled-etl.perfetto.json",
+    ]
+    compare_page = (tmp_path / "report" / "compare.html").read_text(encoding="utf-8")
+    assert "<td>nightly/agg\ufffd</td>" in compare_page
+    assert "sums-&lt;b&gt;\ufffd&amp;-1" in compare_page and "<b>" not in compare_page
+    json.loads((tmp_path / "compare.json").read_text(encoding="utf-8"))

@@ -189,8 +189,8 @@ def main(compare: bool = False) -> int:
     with ``compare``, run it twice, the second time with one stage made slower on
     purpose, and compare the two runs."""
     from otel_spans.config import Settings
+    from otel_spans.report.cli import compare as compare_runs
     from otel_spans.report.cli import report
-    from otel_spans.report.compare import run as compare_runs
 
     overrides = dict(_OVERRIDES)
     run_dir: Path | None = None

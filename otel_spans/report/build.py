@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from otel_spans import semconv
 from otel_spans.analysis.model import Phase, SpanTimes, TaskRun, ThreadInterval, Workflow
-from otel_spans.report.load import LoadedSpan
+from otel_spans.report.load import LoadedSpan, as_int
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def build_workflows(
         group_root[(g.trace_id, g.span_id)] = (root.trace_id, root.span_id)
         groups_of[(root.trace_id, root.span_id)].append(g)
     submitted = {
-        (g.trace_id, g.span_id): _int(g, semconv.DASK_TASK_GROUP_SUBMITTED, 0) or None
+        (g.trace_id, g.span_id): as_int(g.attributes.get(semconv.DASK_TASK_GROUP_SUBMITTED)) or None
         for g in groups
     }
     tasks_of: dict[tuple[str, str], list[LoadedSpan]] = defaultdict(list)
@@ -165,12 +165,16 @@ def _task_states(root: LoadedSpan, members: Iterable[LoadedSpan]) -> dict[str, i
     """The root's task counts by state at its latest export (they only grow)."""
     uuid = root.attributes.get(semconv.DASK_SPAN_ID)
     exports = [s for s in members if s.attributes.get(semconv.DASK_SPAN_ID) == uuid]
-    latest = max(exports, key=lambda s: _int(s, semconv.DASK_SPAN_CONTINUATION, 0), default=root)
+    latest = max(
+        exports,
+        key=lambda s: as_int(s.attributes.get(semconv.DASK_SPAN_CONTINUATION)),
+        default=root,
+    )
     prefix = semconv.DASK_SPAN_TASK_STATES_PREFIX
     return {
-        key[len(prefix) :]: _int(latest, key, 0)
+        key[len(prefix) :]: as_int(latest.attributes.get(key))
         for key in sorted(latest.attributes)
-        if key.startswith(prefix) and _int(latest, key, 0)
+        if key.startswith(prefix) and as_int(latest.attributes.get(key))
     }
 
 
@@ -238,19 +242,18 @@ def _group_runs(groups: list[LoadedSpan]) -> tuple[TaskRun, ...]:
             start_ns=g.start_ns,
             end_ns=max(g.end_ns, g.start_ns),
             dependencies=tuple(name_of[sid] for _, sid, _ in g.links if sid in name_of),
-            state="erred" if _int(g, semconv.DASK_TASK_GROUP_TASK_STATES_ERRED, 0) else "memory",
+            state="erred"
+            if as_int(g.attributes.get(semconv.DASK_TASK_GROUP_TASK_STATES_ERRED))
+            else "memory",
             # dask.task_group.tasks in files from otel-spans 0.1
-            count=_int(g, semconv.DASK_TASK_GROUP_TASK_COUNT, _int(g, "dask.task_group.tasks", 1)),
-            submitted_ns=_int(g, semconv.DASK_TASK_GROUP_SUBMITTED, 0) or None,
+            count=as_int(
+                g.attributes.get(semconv.DASK_TASK_GROUP_TASK_COUNT),
+                as_int(g.attributes.get("dask.task_group.tasks"), 1),
+            ),
+            submitted_ns=as_int(g.attributes.get(semconv.DASK_TASK_GROUP_SUBMITTED)) or None,
         )
         for g in groups
     )
-
-
-def _int(span: LoadedSpan, key: str, default: int) -> int:
-    """An integer attribute of an exported span; ``default`` when absent or malformed."""
-    value = span.attributes.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _threads(root: LoadedSpan, end: int) -> tuple[ThreadInterval, ...]:

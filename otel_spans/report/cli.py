@@ -1,7 +1,14 @@
-"""``otel-spans report PATH``: summary, Perfetto trace and HTML report from OTLP/JSON."""
+"""``otel-spans report`` and ``otel-spans tree``: arguments, files in, files out.
+
+Everything the offline commands do besides rendering is here: parsing their
+arguments, loading the files, choosing where outputs go, writing them and the exit
+code. The renderers (one module per output, each with one ``render``) never touch a
+file or a stream.
+"""
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import time
@@ -10,8 +17,18 @@ from pathlib import Path
 from typing import TextIO
 
 from otel_spans.analysis.workflow import analyse
-from otel_spans.report import chrome, html
+from otel_spans.report import (
+    compare_html,
+    compare_json,
+    compare_text,
+    html,
+    lookup,
+    perfetto,
+    summary,
+    tree,
+)
 from otel_spans.report.build import build_workflows
+from otel_spans.report.compare import compare as compare_runs
 from otel_spans.report.load import (
     InputError,
     LoadedSpan,
@@ -19,11 +36,86 @@ from otel_spans.report.load import (
     load_profiles,
     load_spans,
 )
-from otel_spans.report.lookup import lookup_group, lookup_key
-from otel_spans.report.summary import render_summary
+from otel_spans.report.markup import printable
 
 #: A progress line every this many spans loaded.
 PROGRESS_EVERY = 200_000
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``tree`` and ``report`` subcommands, on the top-level parser's subparsers."""
+    tree_command = commands.add_parser(
+        "tree", help="print the traces in OTLP/JSON files as a timeline"
+    )
+    tree_command.add_argument("path", help="an OTLP/JSON lines file or a directory of them")
+    rep = commands.add_parser(
+        "report",
+        help="critical path, bottlenecks, efficiency; writes a Perfetto trace and an HTML report",
+    )
+    rep.add_argument("path", nargs="?", help="an OTLP/JSON lines file, or a directory of them")
+    rep.add_argument("-o", "--out", help="where to write (default: <path>/otel-spans-report)")
+    rep.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BASELINE", "CURRENT"),
+        help="compare two runs (files or directories): wall, compute, bytes, counts per span"
+        " and task group, with a verdict each",
+    )
+    rep.add_argument("--workflow", help="with --compare: the root span name to compare")
+    rep.add_argument("--json", help="with --compare: also write the comparison as JSON here")
+    rep.add_argument(
+        "--fail-if-slower",
+        metavar="PERCENT",
+        help="with --compare: exit 3 when a workflow's wall time grew by more (e.g. 20%%)",
+    )
+    one = rep.add_mutually_exclusive_group()
+    one.add_argument("--key", help="print everything recorded for one task (its Dask key)")
+    one.add_argument(
+        "--group", help="print everything recorded for one task group (its name or prefix)"
+    )
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run a parsed ``tree`` or ``report`` command; returns the exit code."""
+    if args.command == "tree":
+        return tree_command(Path(args.path), stdout=sys.stdout, stderr=sys.stderr)
+    if args.compare:
+        baseline, current = args.compare
+        return compare(
+            Path(baseline),
+            Path(current),
+            workflow=args.workflow,
+            json_out=Path(args.json) if args.json else None,
+            out_dir=Path(args.out) if args.out else None,
+            fail_if_slower=args.fail_if_slower,
+            stdout=sys.stdout,
+            stderr=sys.stderr,
+        )
+    if args.path is None:
+        parser.error("report: give a PATH, or --compare BASELINE CURRENT")
+    return report(
+        Path(args.path),
+        Path(args.out) if args.out else None,
+        stdout=sys.stdout,
+        stderr=sys.stderr,
+        key=args.key,
+        group=args.group,
+    )
+
+
+def _print(text: str, out: TextIO) -> None:
+    # Names may hold lone surrogates, which no stream can encode.
+    print(printable(text), file=out)
+
+
+def tree_command(path: Path, *, stdout: TextIO, stderr: TextIO) -> int:
+    """``otel-spans tree PATH``: every trace as an indented timeline."""
+    try:
+        _print(tree.render(load_spans(path)), stdout)
+    except InputError as e:
+        print(f"otel-spans: {e}", file=stderr)
+        return 2
+    return 0
 
 
 def _with_progress(spans: Iterator[LoadedSpan], out: TextIO) -> Iterator[LoadedSpan]:
@@ -63,7 +155,7 @@ def report(
         print(f"otel-spans report: {path}: {e.strerror or e}", file=stderr)
         return 2
     if key is not None or group is not None:
-        found = lookup_key(spans, key) if key is not None else lookup_group(spans, group or "")
+        found = lookup.render(spans, key=key, group=group)
         if found is None:
             what = f"task {key!r}" if key is not None else f"task group {group!r}"
             hint = (
@@ -71,7 +163,7 @@ def report(
             )
             print(f"otel-spans report: no span of {what} in {path}{hint}", file=stderr)
             return 1
-        print(found, file=stdout)
+        _print(found, stdout)
         return 0
     workflows = build_workflows(spans, activity)
     del spans
@@ -84,14 +176,15 @@ def report(
     for built in workflows:
         analysis = analyse(built.workflow)
         hot = profiles.get(built.trace_id, [])
-        print(render_summary(built, analysis, hot), file=stdout)
+        _print(summary.render(built, analysis, hot), stdout)
         slug = _slug(built.workflow.name)
         if slug in used:
             slug = f"{slug}-{built.trace_id[:8]}"
         used.add(slug)
         trace_file = target / f"{slug}.perfetto.json"
         html_file = target / f"{slug}.html"
-        chrome.write(trace_file, built.workflow, analysis, built.spans)
+        with trace_file.open("w", encoding="utf-8") as f:
+            f.writelines(perfetto.stream(built.workflow, analysis, built.spans))
         page = html.render(
             built.workflow, analysis, built.spans, granularity=built.granularity, profiles=hot
         )
@@ -100,12 +193,67 @@ def report(
     return 0
 
 
-def main(path: str, out_dir: str | None, key: str | None = None, group: str | None = None) -> int:
-    return report(
-        Path(path),
-        Path(out_dir) if out_dir else None,
-        stdout=sys.stdout,
-        stderr=sys.stderr,
-        key=key,
-        group=group,
-    )
+def parse_percent(text: str) -> float:
+    """``20%`` or ``20`` -> 0.2; ValueError for anything else."""
+    value = float(text.strip().removesuffix("%"))
+    if value < 0:
+        raise ValueError(text)
+    return value / 100
+
+
+def compare(
+    baseline: Path,
+    current: Path,
+    *,
+    workflow: str | None,
+    json_out: Path | None,
+    out_dir: Path | None,
+    fail_if_slower: str | None,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    """``otel-spans report --compare``: the text to ``stdout``, the HTML page into
+    ``out_dir`` (default: ``CURRENT/otel-spans-report``), JSON to ``json_out``; exit 0,
+    1 (nothing to compare), 2 (bad input) or 3 (a workflow got slower than
+    ``fail_if_slower``)."""
+    try:
+        limit = parse_percent(fail_if_slower) if fail_if_slower is not None else None
+    except ValueError:
+        print(
+            f"otel-spans report: --fail-if-slower {fail_if_slower!r}: expected e.g. 20%",
+            file=stderr,
+        )
+        return 2
+    try:
+        comparisons = compare_runs(
+            build_workflows(load_spans(baseline)), build_workflows(load_spans(current)), workflow
+        )
+    except InputError as e:
+        print(f"otel-spans report: {e}", file=stderr)
+        return 2
+    if not comparisons:
+        what = f"workflow {workflow!r}" if workflow else "a workflow of the same name"
+        print(f"otel-spans report: {baseline} and {current} share no {what}", file=stderr)
+        return 1
+    _print(compare_text.render(comparisons), stdout)
+    if json_out is not None:
+        json_out.write_text(compare_json.render(comparisons), encoding="utf-8")
+    target = out_dir or (current if current.is_dir() else current.parent) / "otel-spans-report"
+    target.mkdir(parents=True, exist_ok=True)
+    page = target / "compare.html"
+    page.write_text(compare_html.render(comparisons), encoding="utf-8")
+    print(f"  wrote {page} (side by side)", file=stdout)
+    if limit is not None:
+        slower = [
+            c.workflow
+            for c in comparisons
+            if c.wall.ratio is not None and c.wall.verdict == "slower" and c.wall.ratio > 1 + limit
+        ]
+        if slower:
+            print(
+                f"otel-spans report: slower than the baseline by more than {limit:.0%}: "
+                + ", ".join(slower),
+                file=stderr,
+            )
+            return 3
+    return 0

@@ -10,10 +10,11 @@ samples stay in their callers' widths.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from otel_spans.report.load import LoadedProfile
+from otel_spans.report.markup import escape
 
 _WIDTH = 1100
 _ROW_H = 17
@@ -78,7 +79,7 @@ def _colour(name: str) -> str:
     return f"hsl({h % 55},{62 + h % 20}%,{58 + (h >> 8) % 14}%)"
 
 
-def svg(root: Frame, esc: Callable[[str], str]) -> str:
+def svg(root: Frame) -> str:
     """One icicle of ``root``'s tree."""
     if root.total <= 0:
         return ""
@@ -94,12 +95,12 @@ def svg(root: Frame, esc: Callable[[str], str]) -> str:
         depth_seen = max(depth_seen, depth)
         y = depth * _ROW_H
         share = node.total / root.total
-        title = esc(f"{node.name}: {node.total} samples ({share:.1%}), {node.own} own")
+        title = escape(f"{node.name}: {node.total} samples ({share:.1%}), {node.own} own")
         label = ""
         chars = int((width - 6) / _CHAR_W)
         if chars >= 3:
             text = node.name if len(node.name) <= chars else node.name[: chars - 1] + "…"
-            label = f'<text x="{x + 3:.1f}" y="{y + 12}">{esc(text)}</text>'
+            label = f'<text x="{x + 3:.1f}" y="{y + 12}">{escape(text)}</text>'
         rects.append(
             f'<g class="frame"><title>{title}</title><rect x="{x:.1f}" y="{y}" '
             f'width="{width:.1f}" height="{_ROW_H - 1}" fill="{_colour(node.name)}"/>'
@@ -119,7 +120,7 @@ def svg(root: Frame, esc: Callable[[str], str]) -> str:
     )
 
 
-def section(profiles: Sequence[LoadedProfile], esc: Callable[[str], str]) -> str:
+def section(profiles: Sequence[LoadedProfile]) -> str:
     """The "Hot code" section: a flame graph and the hottest functions per prefix."""
     if not profiles:
         return ""
@@ -135,16 +136,16 @@ def section(profiles: Sequence[LoadedProfile], esc: Callable[[str], str]) -> str
         note = f"{profile.samples:,} samples"
         if profile.folded_stacks:
             note += f", {profile.folded_stacks:,} light stacks summed as {_OTHER}"
-        parts.append(f"<h3>{esc(profile.prefix)} <span class='sub'>{esc(note)}</span></h3>")
+        parts.append(f"<h3>{escape(profile.prefix)} <span class='sub'>{escape(note)}</span></h3>")
         if root.total <= 0:
             parts.append(
                 '<p class="sub">no samples: its tasks ran too briefly to be sampled, or '
                 "the workers' profiler is off (distributed.worker.profile.enabled)</p>"
             )
             continue
-        parts.append(svg(root, esc))
+        parts.append(svg(root))
         rows = "".join(
-            f'<tr><td class="name">{esc(name)}</td><td class="num">{n:,}</td>'
+            f'<tr><td class="name">{escape(name)}</td><td class="num">{n:,}</td>'
             f'<td class="num">{n / root.total:.1%}</td></tr>'
             for name, n in hottest(root, 8)
         )

@@ -11,12 +11,13 @@ own buttons (no network, no library): a graph of 500 groups stays legible.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 
 from otel_spans.analysis.model import TaskRun
 from otel_spans.analysis.workflow import Analysis
+from otel_spans.report.markup import escape
 
 #: Layout grid (SVG user units).
 _COLUMN, _ROW, _NODE_W, _NODE_H = 190, 30, 160, 22
@@ -93,9 +94,8 @@ def _fill(share: float) -> str:
     return f"hsl(212, 70%, {lightness:.0f}%)"
 
 
-def section(tasks: Iterable[TaskRun], analysis: Analysis, esc: Callable[[str], str]) -> str:
-    """The graph section; ``esc`` makes any text safe in HTML (names are user input:
-    control characters, lone surrogates)."""
+def section(tasks: Iterable[TaskRun], analysis: Analysis) -> str:
+    """The "Task-group graph" section (group names are user input: all escaped)."""
     nodes, edges = groups_of(tasks)
     if not nodes:
         return ""
@@ -141,10 +141,10 @@ def section(tasks: Iterable[TaskRun], analysis: Analysis, esc: Callable[[str], s
         if node.erred:
             title += ", erred"
         boxes.append(
-            f'<g class="{" ".join(classes)}"><title>{esc(title)}</title>'
+            f'<g class="{" ".join(classes)}"><title>{escape(title)}</title>'
             f'<rect x="{x}" y="{y:.0f}" width="{_NODE_W}" height="{_NODE_H}" rx="4"'
             f' fill="{_fill(node.compute_ns / most)}"/>'
-            f'<text x="{x + 6}" y="{y + 15:.0f}">{esc(label)}</text></g>'
+            f'<text x="{x + 6}" y="{y + 15:.0f}">{escape(label)}</text></g>'
         )
     note = f" The {dropped:,} groups with the least compute time are left out." if dropped else ""
     return (

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from otel_spans import semconv
+
 
 class InputError(ValueError):
     """Input that is not OTLP/JSON; the message names the file and line."""
@@ -118,7 +120,7 @@ def load_activity(path: Path) -> dict[str, dict[str, float]]:
         for rm in request.get("resourceMetrics", []):
             for sm in rm.get("scopeMetrics", []):
                 for metric in sm.get("metrics", []):
-                    if metric.get("name") != "dask.span.execute.time":
+                    if metric.get("name") != semconv.M_EXECUTE_TIME:
                         continue
                     for point in metric.get("sum", {}).get("dataPoints", []):
                         attrs = attributes(point.get("attributes", []))
@@ -130,8 +132,8 @@ def load_activity(path: Path) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for series, (_, value) in latest.items():
         attrs = dict(series)
-        by_activity = out.setdefault(str(attrs.get("dask.span.root")), {})
-        activity = str(attrs.get("dask.activity"))
+        by_activity = out.setdefault(str(attrs.get(semconv.ATTR_SPAN_ROOT)), {})
+        activity = str(attrs.get(semconv.ATTR_ACTIVITY))
         by_activity[activity] = by_activity.get(activity, 0.0) + value
     return out
 
@@ -159,7 +161,7 @@ def load_profiles(path: Path) -> dict[str, list[LoadedProfile]]:
         for resource_logs in request.get("resourceLogs", []):
             for scope_logs in resource_logs.get("scopeLogs", []):
                 for record in scope_logs.get("logRecords", []):
-                    if record.get("eventName") != "dask.profile":
+                    if record.get("eventName") != semconv.LOG_PROFILE:
                         continue
                     attrs = attributes(record.get("attributes", []))
                     body = any_value(record.get("body", {}))
@@ -168,10 +170,10 @@ def load_profiles(path: Path) -> dict[str, list[LoadedProfile]]:
                         LoadedProfile(
                             trace_id=trace_id,
                             span_id=str(record.get("spanId", "")),
-                            prefix=str(attrs.get("dask.task.prefix", "?")),
+                            prefix=str(attrs.get(semconv.DASK_TASK_PREFIX, "?")),
                             folded=body if isinstance(body, str) else "",
-                            samples=_int_of(attrs.get("dask.profile.samples")),
-                            folded_stacks=_int_of(attrs.get("dask.profile.folded_stacks")),
+                            samples=as_int(attrs.get(semconv.DASK_PROFILE_SAMPLES)),
+                            folded_stacks=as_int(attrs.get(semconv.DASK_PROFILE_FOLDED_STACKS)),
                         )
                     )
     for profiles in out.values():
@@ -179,14 +181,23 @@ def load_profiles(path: Path) -> dict[str, list[LoadedProfile]]:
     return out
 
 
-def _int_of(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def as_int(value: object, default: int = 0) -> int:
+    """An integer attribute's value; ``default`` when absent or not an integer (files
+    written by anything may hold anything; a bool is not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def as_float(value: object, default: float = 0.0) -> float:
+    """A numeric attribute's value as a float; ``default`` when absent or not a number."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return default
 
 
 def _spans_of(request: dict[str, Any]) -> Iterator[LoadedSpan]:
     for resource_spans in request.get("resourceSpans", []):
         resource = attributes(resource_spans.get("resource", {}).get("attributes", []))
-        service = str(resource.get("service.name", ""))
+        service = str(resource.get(semconv.SERVICE_NAME, ""))
         for scope_spans in resource_spans.get("scopeSpans", []):
             for span in scope_spans.get("spans", []):
                 status = span.get("status", {})

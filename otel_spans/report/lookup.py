@@ -49,6 +49,16 @@ class _Index:
         return sorted(self.children.get((span.trace_id, span.span_id), []), key=_start)
 
 
+def render(
+    spans: Iterable[LoadedSpan], *, key: str | None = None, group: str | None = None
+) -> str | None:
+    """Everything recorded for the task ``key`` or the task group ``group`` (exactly
+    one of them); ``None`` when the spans hold nothing of it."""
+    if (key is None) == (group is None):
+        raise ValueError("give exactly one of key and group")
+    return _key(spans, key) if key is not None else _group(spans, group or "")
+
+
 def _start(span: LoadedSpan) -> int:
     return span.start_ns
 
@@ -80,7 +90,7 @@ def _events(span: LoadedSpan) -> list[str]:
     return lines
 
 
-def lookup_key(spans: Iterable[LoadedSpan], key: str) -> str | None:
+def _key(spans: Iterable[LoadedSpan], key: str) -> str | None:
     """Every recorded run of the task ``key`` (its ``dask.task.key``, as Dask prints
     it: tuple keys as ``('name', 0)``); ``None`` when the trace has no span of it."""
     index = _Index(spans)
@@ -110,7 +120,7 @@ def lookup_key(spans: Iterable[LoadedSpan], key: str) -> str | None:
     return "\n".join(lines)
 
 
-def lookup_group(spans: Iterable[LoadedSpan], name: str) -> str | None:
+def _group(spans: Iterable[LoadedSpan], name: str) -> str | None:
     """Every task group whose name (``dask.task_group.name``) or prefix is ``name``:
     its recorded totals, the groups it depended on, and its kept task runs."""
     index = _Index(spans)

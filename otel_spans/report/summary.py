@@ -12,9 +12,7 @@ from otel_spans.report.load import LoadedProfile
 _TOP = 5
 
 
-def render_summary(
-    built: BuiltWorkflow, analysis: Analysis, profiles: Sequence[LoadedProfile] = ()
-) -> str:
+def render(built: BuiltWorkflow, analysis: Analysis, profiles: Sequence[LoadedProfile] = ()) -> str:
     """Timeline of the Dask spans, critical path, bottlenecks and efficiency."""
     wf = built.workflow
     eff = analysis.efficiency

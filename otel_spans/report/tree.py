@@ -11,7 +11,7 @@ from otel_spans.report.load import LoadedSpan
 _ERROR = 2
 
 
-def render_tree(spans: Iterable[LoadedSpan]) -> str:
+def render(spans: Iterable[LoadedSpan]) -> str:
     """Render every trace as an indented tree with offsets and durations in seconds."""
     by_trace: dict[str, list[LoadedSpan]] = defaultdict(list)
     for span in spans:

@@ -12,7 +12,6 @@ roots' task states (a walk of each root's subtree, like Dask's ``Span.states``),
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from distributed.http.utils import RequestHandler, get_handlers
 from distributed.metrics import time
 
 from otel_spans.config import format_trace_url
+from otel_spans.markup import escape
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -94,19 +94,20 @@ def _row(
 
 
 def render(rows: list[dict[str, Any]]) -> str:
-    """The page: one table, no script, every value escaped."""
+    """The page: one table, no script, every value escaped (a workflow's name is user
+    input: markup, control characters, lone surrogates)."""
     from datetime import datetime, timezone
 
     def cell(text: object) -> str:
-        return f"<td>{html.escape(str(text))}</td>"
+        return f"<td>{escape(text)}</td>"
 
     body = []
     for row in rows:
         started = datetime.fromtimestamp(row["start"], timezone.utc).strftime("%H:%M:%S")
         tasks = ", ".join(f"{n} {state}" for state, n in row["tasks"].items()) or "—"
-        trace = html.escape(row["trace_id"])
+        trace = escape(row["trace_id"])
         if row["trace_url"]:
-            trace = f'<a href="{html.escape(row["trace_url"], quote=True)}">{trace}</a>'
+            trace = f'<a href="{escape(row["trace_url"])}">{trace}</a>'
         elif not row["exported"]:
             trace += " (not sampled)"
         seconds = row["duration"]

@@ -198,7 +198,7 @@ def test_flame_graph_widths_follow_the_samples() -> None:
     assert root.total == 5
     a = root.children["a"]
     assert (a.total, a.own, a.children["b"].total) == (5, 1, 3)
-    svg = flame.svg(root, str)
+    svg = flame.svg(root)
     # "all" spans the width; b is 3/5 of it
     assert 'width="1100.0"' in svg and 'width="660.0"' in svg
 

@@ -16,9 +16,12 @@ from distributed import Event
 
 import otel_spans
 from otel_spans import ids
+from otel_spans.scheduler import workflows_page
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.browser import CHROMIUM, chromium_command
 from tests.support.cluster import FAST, await_until, cluster_test, traced_cluster
+from tests.support.html import HOSTILE as HOSTILE_HTML
+from tests.support.html import HOSTILE_SHOWN as HOSTILE_HTML_SHOWN
 from tests.support.html import parse
 from tests.support.requirements import require_file
 from tests.support.tasks import inc, wait_for
@@ -106,3 +109,28 @@ async def test_the_page_lists_running_and_finished_workflows(
     assert TEMPLATE.format(trace_id=trace) in links
     assert shot.stat().st_size > 5_000
     print(f"screenshot: {shot}")
+
+
+def test_render_shows_a_hostile_name_as_text() -> None:
+    """A workflow named with markup, control characters and a lone surrogate: the page
+    encodes as UTF-8 (tornado writes it so; with ``html.escape`` alone the surrogate
+    raised UnicodeEncodeError and the page failed) and a parser reads the name as
+    text (an escaper that missed ``<`` or quotes would let it become markup)."""
+    url = 'http://jaeger/trace?id=1&q="x"'
+    row = {
+        "name": HOSTILE_HTML,
+        "status": "finished",
+        "tasks": {"memory": 1},
+        "start": 0.0,
+        "duration": 1.5,
+        "trace_id": "ab" * 16,
+        "trace_url": url,
+        "exported": True,
+    }
+    page = workflows_page.render([row])
+    page.encode("utf-8")
+    doc = parse(page)
+    assert not doc.all("script")
+    cells = [td.text() for td in doc.all("td")]
+    assert cells[0] == HOSTILE_HTML_SHOWN and cells[1:3] == ["finished", "1 memory"]
+    assert [a.attrs.get("href") for a in doc.all("a")] == ["?format=json", url]

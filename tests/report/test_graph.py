@@ -49,6 +49,15 @@ def layered(groups: int, width: int) -> Workflow:
 
 
 def test_layers_follow_the_dependencies_and_marks_are_where_the_design_puts_them() -> None:
+    """Layers, critical and erred marks on the ids the design of ``layered(50, 5)`` fixes.
+
+    Slot 0 runs longest in every layer (800 ms against ``800 - slot``), and ``g-k-0``
+    depends on ``g-(k-1)-0`` and ``g-(k-1)-1``, of which ``g-(k-1)-0`` ends last: the
+    critical path is ``g-0-0 … g-9-0``. Counting marks would pass a graph that marked
+    ten wrong groups (the path's keys matched against the wrong names, a predecessor
+    taken as the input that ended first: ``g-8-1`` …) or outlined the erred group's
+    downstream instead of ``g-1-0``; naming them does not.
+    """
     workflow = layered(50, 5)
     nodes, edges = graph.groups_of(workflow.tasks)
     graph.layout(nodes, edges)
@@ -58,13 +67,15 @@ def test_layers_follow_the_dependencies_and_marks_are_where_the_design_puts_them
     assert len(edges) == 2 * 45
     page = parse(render(workflow, analyse(workflow), granularity="task groups"))
     svg = page.one("svg", id="graph-svg")
-    node_classes = [
-        g.attrs["class"] for g in svg.all("g") if "node" in (g.attrs.get("class") or "")
-    ]
-    assert len(node_classes) == 50
-    path = analyse(workflow).critical_path
-    assert sum("critical" in c for c in node_classes) == len(path.steps) == 10
-    assert sum("erred" in c for c in node_classes) == 1
+    classes = {
+        g.one("title").text().split(":")[0]: set((g.attrs.get("class") or "").split())
+        for g in svg.all("g")
+        if "node" in (g.attrs.get("class") or "")
+    }
+    assert len(classes) == 50
+    critical = {name for name, c in classes.items() if "critical" in c}
+    assert critical == {f"g-{layer}-0" for layer in range(10)}
+    assert {name for name, c in classes.items() if "erred" in c} == {"g-1-0"}
 
 
 @pytest.mark.parametrize(("groups", "width"), [(50, 5), (500, 20)])

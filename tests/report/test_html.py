@@ -7,53 +7,23 @@ chromium``): headless, no sandbox (root), no network features, a throwaway profi
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
 from otel_spans.analysis.model import DaskSpan, TaskRun, ThreadInterval, Workflow
 from otel_spans.analysis.workflow import analyse
 from otel_spans.report.html import render
 from tests.support.browser import CHROMIUM, chromium_dump
-from tests.support.golden import GOLDEN_PATH, SPANS, W1, at, golden_workflow
-from tests.support.html import parse
+from tests.support.golden import GOLDEN_PATH, W1, at, golden_run, hostile_run
+from tests.support.html import HOSTILE_SHOWN, parse
 from tests.support.requirements import require_file
-
-HOSTILE = '<script>alert("x")</script>\'&\x07\x9b ü \udcff'
-#: What a reader sees for HOSTILE: control characters shown, the lone surrogate replaced.
-HOSTILE_SHOWN = '<script>alert("x")</script>\'&\u2407\ufffd ü \ufffd'
-
-
-def golden() -> tuple[Workflow, list[DaskSpan]]:
-    workflow = golden_workflow()
-    in_span = {
-        "fetch-0": ("pipeline", "prepare"),
-        "validate-0": ("pipeline", "prepare"),
-        "feature_a-0": ("pipeline", "features", "feature_a"),
-        "train-0": ("pipeline", "model"),
-        "evaluate-0": ("pipeline", "model"),
-        "deploy-0": ("pipeline", "model"),
-    }
-    tasks = tuple(
-        replace(t, span_name=in_span.get(t.key, ("pipeline", "features"))) for t in workflow.tasks
-    )
-    return replace(workflow, tasks=tasks), SPANS
 
 
 def page_of(workflow: Workflow, spans: list[DaskSpan], **kw: int) -> str:
     return render(workflow, analyse(workflow), spans, **kw)
 
 
-def hostile() -> tuple[Workflow, list[DaskSpan]]:
-    tasks = (
-        TaskRun(HOSTILE, HOSTILE, HOSTILE, HOSTILE, 1, at(0), at(100), span_name=(HOSTILE,)),
-        TaskRun("next", "next", "next", W1, 1, at(100), at(200), (HOSTILE,), span_name=(HOSTILE,)),
-    )
-    workflow = Workflow(HOSTILE, at(0), at(200), tasks, (ThreadInterval(at(0), at(200), 1),))
-    return workflow, [DaskSpan((HOSTILE,), at(0), at(200))]
-
-
 def test_golden_report_content() -> None:
-    doc = parse(page_of(*golden()))
+    doc = parse(page_of(*golden_run()))
     assert doc.one("head").one("title").text() == "ml-pipeline · otel-spans report"
     assert doc.one("h1").text() == "ml-pipeline"
     cards = {
@@ -108,7 +78,7 @@ def test_golden_report_content() -> None:
 
 
 def test_hostile_names_are_escaped() -> None:
-    page = page_of(*hostile())
+    page = page_of(*hostile_run())
     page.encode("utf-8")  # no lone surrogate survives
     assert "<script>alert" not in page
     assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", page)
@@ -127,7 +97,7 @@ def test_hostile_names_are_escaped() -> None:
 
 
 def test_self_contained() -> None:
-    page = page_of(*golden())
+    page = page_of(*golden_run())
     assert "http://" not in page and "https://" not in page
     doc = parse(page)
     assert not doc.all("link") and not doc.all("img") and not doc.all("iframe")
@@ -140,9 +110,9 @@ def test_self_contained() -> None:
 
 
 def test_renderer_keeps_no_state_between_calls() -> None:
-    first = page_of(*golden())
-    page_of(*hostile())
-    assert page_of(*golden()) == first
+    first = page_of(*golden_run())
+    page_of(*hostile_run())
+    assert page_of(*golden_run()) == first
 
 
 def test_empty_workflow() -> None:
@@ -200,7 +170,7 @@ _DRIVER = """<script>
 def test_chromium_loads_the_report_without_errors(tmp_path: Path) -> None:
     require_file(CHROMIUM, "Debian's chromium opens the report headless")
     page = tmp_path / "report.html"
-    page.write_text(page_of(*golden()).replace("</body>", _DRIVER), encoding="utf-8")
+    page.write_text(page_of(*golden_run()).replace("</body>", _DRIVER), encoding="utf-8")
     dom, log = chromium_dump(page, tmp_path)
     body = parse(dom).one("body")
     assert body.attrs.get("data-ready") == "1"
@@ -216,7 +186,7 @@ def test_chromium_loads_the_report_without_errors(tmp_path: Path) -> None:
 def test_chromium_shows_hostile_names_as_text(tmp_path: Path) -> None:
     require_file(CHROMIUM, "Debian's chromium opens the report headless")
     page = tmp_path / "hostile.html"
-    page.write_text(page_of(*hostile()), encoding="utf-8")
+    page.write_text(page_of(*hostile_run()), encoding="utf-8")
     dom, log = chromium_dump(page, tmp_path)
     body = parse(dom).one("body")
     assert body.attrs.get("data-ready") == "1"

@@ -11,9 +11,12 @@ evaluate → deploy):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dask.delayed import delayed
 
 from otel_spans.analysis.model import DaskSpan, Phase, TaskRun, ThreadInterval, Workflow
+from tests.support.html import HOSTILE
 from tests.support.tasks import step
 
 T0 = 1_700_000_000_000_000_000
@@ -178,3 +181,30 @@ def golden_graph() -> object:
     train = delayed(step)(0.4, *features, dask_key_name="train-0")
     evaluate = delayed(step)(0.1, train, dask_key_name="evaluate-0")
     return delayed(step)(0.05, evaluate, dask_key_name="deploy-0")
+
+
+def golden_run() -> tuple[Workflow, list[DaskSpan]]:
+    """The golden workflow with its tasks placed in the Dask spans of ``SPANS``."""
+    workflow = golden_workflow()
+    in_span = {
+        "fetch-0": ("pipeline", "prepare"),
+        "validate-0": ("pipeline", "prepare"),
+        "feature_a-0": ("pipeline", "features", "feature_a"),
+        "train-0": ("pipeline", "model"),
+        "evaluate-0": ("pipeline", "model"),
+        "deploy-0": ("pipeline", "model"),
+    }
+    tasks = tuple(
+        replace(t, span_name=in_span.get(t.key, ("pipeline", "features"))) for t in workflow.tasks
+    )
+    return replace(workflow, tasks=tasks), SPANS
+
+
+def hostile_run() -> tuple[Workflow, list[DaskSpan]]:
+    """A workflow, task, group, worker and span all named ``HOSTILE``."""
+    tasks = (
+        TaskRun(HOSTILE, HOSTILE, HOSTILE, HOSTILE, 1, at(0), at(100), span_name=(HOSTILE,)),
+        TaskRun("next", "next", "next", W1, 1, at(100), at(200), (HOSTILE,), span_name=(HOSTILE,)),
+    )
+    workflow = Workflow(HOSTILE, at(0), at(200), tasks, (ThreadInterval(at(0), at(200), 1),))
+    return workflow, [DaskSpan((HOSTILE,), at(0), at(200))]

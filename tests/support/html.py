@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+#: A name no page may break on: markup, quotes, a control, a C1 control, a lone surrogate.
+HOSTILE = '<script>alert("x")</script>\'&\x07\x9b ü \udcff'
+#: What a reader sees for HOSTILE: control characters shown, the lone surrogate replaced.
+HOSTILE_SHOWN = '<script>alert("x")</script>\'&\u2407\ufffd ü \ufffd'
+
 _VOID = {"meta", "link", "br", "img", "input", "hr", "area", "base", "col", "source", "wbr"}
 
 

@@ -1,7 +1,7 @@
-"""A workflow as Chrome Trace Event JSON, for Perfetto (ui.perfetto.dev) and chrome://tracing.
+"""A workflow as a Perfetto trace (ui.perfetto.dev; chrome://tracing opens it too).
 
-The file is the Trace Event "JSON Object Format": ``{"traceEvents": [...],
-"displayTimeUnit": "ms", "otherData": {...}}`` with timestamps in microseconds since
+The file is Chrome Trace Event JSON in its "JSON Object Format": ``{"traceEvents":
+[...], "displayTimeUnit": "ms", "otherData": {...}}`` with timestamps in microseconds since
 the earliest instant in the workflow (``otherData.origin_unix_ns`` is that instant as
 epoch nanoseconds, so absolute times can be recovered without float precision loss).
 
@@ -23,16 +23,15 @@ unknown thread) are spread over extra tracks instead of being dropped by the vie
 from __future__ import annotations
 
 import heapq
-import json
-import os
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import pairwise
 from typing import Any
 
 from otel_spans.analysis.model import SpanTimes, TaskRun, Workflow
 from otel_spans.analysis.workflow import Analysis
+from otel_spans.report.markup import printable
+from otel_spans.report.trace_events import ArgValue, Complete, Event, Flow, Metadata, pieces
 
 #: Default cap on dependency arrows.
 MAX_FLOWS = 10_000
@@ -42,96 +41,15 @@ ERRED_COLOR = "bad"
 _WORKFLOW_PID = 1
 _FLOW_NUDGE_US = 0.001  # 1 ns: flow ends bind to the slice they sit strictly inside
 
-ArgValue = str | int | float | bool
 
-
-@dataclass(frozen=True, slots=True)
-class Complete:
-    """A ``"ph": "X"`` event: something that ran from ``ts`` for ``dur`` microseconds."""
-
-    name: str
-    cat: str
-    pid: int
-    tid: int
-    ts: float
-    dur: float
-    args: Mapping[str, ArgValue]
-    cname: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        event: dict[str, Any] = {
-            "name": self.name,
-            "cat": self.cat,
-            "ph": "X",
-            "pid": self.pid,
-            "tid": self.tid,
-            "ts": self.ts,
-            "dur": self.dur,
-            "args": dict(self.args),
-        }
-        if self.cname:
-            event["cname"] = self.cname
-        return event
-
-
-@dataclass(frozen=True, slots=True)
-class Flow:
-    """One end of a flow arrow: ``"s"`` on the producer, ``"f"`` on the consumer."""
-
-    id: int
-    start: bool
-    pid: int
-    tid: int
-    ts: float
-
-    def to_json(self) -> dict[str, Any]:
-        event: dict[str, Any] = {
-            "name": "dependency",
-            "cat": "dependency",
-            "ph": "s" if self.start else "f",
-            "id": self.id,
-            "pid": self.pid,
-            "tid": self.tid,
-            "ts": self.ts,
-        }
-        if not self.start:
-            # Bind to the consumer's slice enclosing ts, not to the next slice.
-            event["bp"] = "e"
-        return event
-
-
-@dataclass(frozen=True, slots=True)
-class Metadata:
-    """A ``"ph": "M"`` event naming or ordering a process or a track."""
-
-    #: ``process_name``, ``thread_name``, ``process_sort_index`` or ``thread_sort_index``.
-    name: str
-    pid: int
-    tid: int
-    value: str | int
-
-    def to_json(self) -> dict[str, Any]:
-        key = "name" if isinstance(self.value, str) else "sort_index"
-        return {
-            "name": self.name,
-            "ph": "M",
-            "pid": self.pid,
-            "tid": self.tid,
-            "args": {key: self.value},
-        }
-
-
-Event = Complete | Flow | Metadata
-
-
-def encode(
+def render(
     workflow: Workflow,
     analysis: Analysis,
     spans: Iterable[SpanTimes] = (),
     *,
     max_flows: int = MAX_FLOWS,
-) -> dict[str, Any]:
-    """The trace as a JSON-ready dict (see the module docstring for the layout).
+) -> str:
+    """The trace as compact JSON (see the module docstring for the layout).
 
     Parameters
     ----------
@@ -144,39 +62,20 @@ def encode(
         Most dependency arrows to draw; how many were left out is
         ``otherData.flows_dropped``.
     """
-    events, other = _events(workflow, analysis, spans, max_flows)
-    return {
-        "traceEvents": [event.to_json() for event in events],
-        "displayTimeUnit": "ms",
-        "otherData": other,
-    }
+    return "".join(stream(workflow, analysis, spans, max_flows=max_flows))
 
 
-def write(
-    path: str | os.PathLike[str],
+def stream(
     workflow: Workflow,
     analysis: Analysis,
     spans: Iterable[SpanTimes] = (),
     *,
     max_flows: int = MAX_FLOWS,
-) -> None:
-    """Write :func:`encode`'s trace to ``path`` as compact UTF-8 JSON.
-
-    Events are serialised one at a time rather than through :func:`encode`'s dict, so
-    a million-task trace does not hold two copies of itself in memory.
-    """
+) -> Iterator[str]:
+    """:func:`render`'s text in pieces, an event at a time, for writing to a file: a
+    million-task trace is then never held as one string beside its events."""
     events, other = _events(workflow, analysis, spans, max_flows)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write('{"traceEvents":[')
-        for n, event in enumerate(events):
-            if n:
-                f.write(",")
-            f.write(_dumps(event.to_json()))
-        f.write(f'],"displayTimeUnit":"ms","otherData":{_dumps(other)}}}')
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return pieces(events, other)
 
 
 def _events(
@@ -191,17 +90,12 @@ def _events(
     path = [step.task for step in analysis.critical_path.steps]
     tracks = builder.worker_processes(workflow.tasks, path)
     dropped = builder.flows(workflow.tasks, tracks, path, max_flows)
-    other = {"workflow": _text(workflow.name), "origin_unix_ns": origin, "flows_dropped": dropped}
+    other = {
+        "workflow": printable(workflow.name),
+        "origin_unix_ns": origin,
+        "flows_dropped": dropped,
+    }
     return builder.events, other
-
-
-def _text(value: str) -> str:
-    """``value`` encodable as UTF-8: Dask keys may hold lone surrogates."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return value
 
 
 def _origin(workflow: Workflow, spans: Sequence[SpanTimes]) -> int:
@@ -257,7 +151,7 @@ def _nested_lanes(intervals: Sequence[tuple[int, int]]) -> list[int]:
 
 
 class _Builder:
-    """Accumulates events for one :func:`encode` call; never reused."""
+    """Accumulates events for one :func:`render` call; never reused."""
 
     def __init__(self, origin: int) -> None:
         self.origin = origin
@@ -267,11 +161,11 @@ class _Builder:
         return (ns - self.origin) / 1000
 
     def track(self, pid: int, tid: int, name: str) -> None:
-        self.events.append(Metadata("thread_name", pid, tid, _text(name)))
+        self.events.append(Metadata("thread_name", pid, tid, printable(name)))
         self.events.append(Metadata("thread_sort_index", pid, tid, tid))
 
     def process(self, pid: int, name: str) -> None:
-        self.events.append(Metadata("process_name", pid, 0, _text(name)))
+        self.events.append(Metadata("process_name", pid, 0, printable(name)))
         self.events.append(Metadata("process_sort_index", pid, 0, pid))
 
     def workflow_process(self, spans: Sequence[SpanTimes], analysis: Analysis) -> None:
@@ -284,13 +178,13 @@ class _Builder:
             name, start, end = spans[i]
             self.events.append(
                 Complete(
-                    name=_text(name[-1] if name else ""),
+                    name=printable(name[-1] if name else ""),
                     cat="span",
                     pid=_WORKFLOW_PID,
                     tid=lanes[i] + 1,
                     ts=self.us(start),
                     dur=(end - start) / 1000,
-                    args={"span": _text(" / ".join(name))},
+                    args={"span": printable(" / ".join(name))},
                 )
             )
         # Skewed worker clocks can make consecutive steps overlap: spread those too.
@@ -306,21 +200,21 @@ class _Builder:
 
     def compute(self, task: TaskRun, pid: int, tid: int, *, critical: bool) -> Complete:
         args: dict[str, ArgValue] = {
-            "key": _text(task.key),
-            "prefix": _text(task.prefix),
-            "group": _text(task.group),
-            "state": _text(task.state),
+            "key": printable(task.key),
+            "prefix": printable(task.prefix),
+            "group": printable(task.group),
+            "state": printable(task.state),
             "nbytes": task.nbytes,
         }
         if task.count != 1:  # a task group standing for its tasks (sampled task spans)
             args["tasks"] = task.count
         if task.span_name:
-            args["span"] = _text(" / ".join(task.span_name))
+            args["span"] = printable(" / ".join(task.span_name))
         if critical:
             args["critical"] = True
         cname = CRITICAL_COLOR if critical else ERRED_COLOR if task.state == "erred" else None
         return Complete(
-            name=_text(task.prefix),
+            name=printable(task.prefix),
             cat="compute",
             pid=pid,
             tid=tid,
@@ -375,12 +269,12 @@ class _Builder:
         for lane in sorted(set(lanes)):
             self.track(pid, first_tid + lane + 1, f"transfers ({lane + 1})")
         for (task, phase), lane in zip(phases, lanes, strict=True):
-            args: dict[str, ArgValue] = {"key": _text(task.key)}
+            args: dict[str, ArgValue] = {"key": printable(task.key)}
             if phase.source is not None:
-                args["source"] = _text(phase.source)
+                args["source"] = printable(phase.source)
             self.events.append(
                 Complete(
-                    name=_text(phase.action),
+                    name=printable(phase.action),
                     cat="transfer",
                     pid=pid,
                     tid=first_tid + lane + 1,

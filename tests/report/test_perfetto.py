@@ -1,4 +1,5 @@
-"""The Chrome Trace Event JSON: valid per a schema of the format, and readable in a viewer.
+"""The Perfetto trace (Chrome Trace Event JSON): valid per a schema of the format, and
+readable in a viewer.
 
 Perfetto's own importer (``perfetto.trace_processor``) downloads a native binary on first
 use, which an offline machine cannot do; instead the rules that importer enforces are
@@ -19,7 +20,7 @@ import pytest
 
 from otel_spans.analysis.model import DaskSpan, Phase, TaskRun, Workflow
 from otel_spans.analysis.workflow import analyse
-from otel_spans.report import chrome
+from otel_spans.report import perfetto
 from tests.support.golden import (
     GOLDEN_PATH,
     SPANS,
@@ -109,7 +110,8 @@ TRACE_SCHEMA: dict[str, Any] = {
 
 
 def encode(workflow: Workflow, spans: Iterable[DaskSpan] = (), **kw: Any) -> dict[str, Any]:
-    return chrome.encode(workflow, analyse(workflow), spans, **kw)
+    trace: dict[str, Any] = json.loads(perfetto.render(workflow, analyse(workflow), spans, **kw))
+    return trace
 
 
 def of_phase(trace: dict[str, Any], ph: str) -> list[dict[str, Any]]:
@@ -276,13 +278,13 @@ def test_critical_path_marked() -> None:
     assert tuple(e["args"]["key"] for e in on_path) == GOLDEN_PATH
     marked = [e for e in compute if e["pid"] != 1 and e["args"].get("critical")]
     assert tuple(e["args"]["key"] for e in sorted(marked, key=lambda e: e["ts"])) == GOLDEN_PATH
-    assert {e["cname"] for e in marked} == {chrome.CRITICAL_COLOR}
+    assert {e["cname"] for e in marked} == {perfetto.CRITICAL_COLOR}
     unmarked = [e for e in compute if e["pid"] != 1 and not e["args"].get("critical")]
     assert {e["args"]["key"] for e in unmarked} == {"feature_b-0", "feature_c-0"}
     assert all("cname" not in e for e in unmarked)
 
 
-def test_write_hostile_names(tmp_path: Path) -> None:
+def test_hostile_names(tmp_path: Path) -> None:
     hostile = '<script>alert("x")</script> \udcff \x00 ü'
     workflow = Workflow(
         hostile,
@@ -293,10 +295,12 @@ def test_write_hostile_names(tmp_path: Path) -> None:
             TaskRun("late", "late", "late", W1, 7, at(200), at(300), (hostile,)),
         ),
     )
+    spans = [DaskSpan((hostile,), at(100), at(300))]
+    # What the report writes: the streamed pieces, as UTF-8 (no lone surrogate left).
     path = tmp_path / "trace.json"
-    chrome.write(path, workflow, analyse(workflow), [DaskSpan((hostile,), at(100), at(300))])
+    path.write_bytes("".join(perfetto.stream(workflow, analyse(workflow), spans)).encode())
     trace = json.loads(path.read_text(encoding="utf-8"))
-    assert trace == encode(workflow, [DaskSpan((hostile,), at(100), at(300))])
+    assert trace == encode(workflow, spans)
     cleaned = '<script>alert("x")</script> \ufffd \x00 ü'
     assert trace["otherData"]["workflow"] == cleaned
     # The task started before the workflow window: times stay non-negative.
@@ -319,8 +323,8 @@ def test_erred_task_coloured_unless_critical() -> None:
         for e in of_phase(trace, "X")
         if e["cat"] == "compute" and e["pid"] != 1
     }
-    assert colours["feature_b-0"] == chrome.ERRED_COLOR
-    assert colours["train-0"] == chrome.CRITICAL_COLOR
+    assert colours["feature_b-0"] == perfetto.ERRED_COLOR
+    assert colours["train-0"] == perfetto.CRITICAL_COLOR
     assert colours["feature_c-0"] is None
 
 

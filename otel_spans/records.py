@@ -201,6 +201,8 @@ class GroupRecord:
     links: tuple[LinkRecord, ...] = ()
     #: When its computation was submitted (epoch ns); 0 when unknown.
     submitted_ns: int = 0
+    #: Dependency links left out beyond the most built (OTLP's dropped_links_count).
+    links_dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)

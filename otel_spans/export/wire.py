@@ -264,6 +264,7 @@ def span(
     limits: RecordLimits,
     events: Sequence[WireEvent] = (),
     links: Sequence[WireLink] = (),
+    links_dropped: int = 0,
     status_code: int = STATUS_UNSET,
     status_message: str = "",
     parent_remote: bool = False,
@@ -271,8 +272,10 @@ def span(
     """One ``Span`` message (without its own tag); the first events and links are kept.
 
     ``parent_span_id`` 0 makes a root span; ``parent_remote`` says the parent is a span
-    of another process (the caller's). An empty name becomes ``(empty)``, since some
-    backends refuse nameless spans. Every span sent is sampled: its flags say so.
+    of another process (the caller's). ``links_dropped`` counts links the caller left
+    out already: they are reported with those over the limit. An empty name becomes
+    ``(empty)``, since some backends refuse nameless spans. Every span sent is sampled:
+    its flags say so.
     """
     max_length = limits.attribute_length
     name = name[:max_length] or "(empty)"
@@ -298,8 +301,9 @@ def span(
         parts.append(_SPAN_DROPPED_EVENTS + _varint(len(events) - limits.events))
     for link in links[: limits.links]:
         parts.append(_message(_SPAN_LINK, _link(link, limits)))
-    if len(links) > limits.links:
-        parts.append(_SPAN_DROPPED_LINKS + _varint(len(links) - limits.links))
+    links_dropped += max(len(links) - limits.links, 0)
+    if links_dropped:
+        parts.append(_SPAN_DROPPED_LINKS + _varint(links_dropped))
     status = b""
     if status_message:
         status += _message(_STATUS_MESSAGE, _text(status_message, max_length))

@@ -82,6 +82,9 @@ class WorkflowProfiles:
         self._waiting: deque[_Wanted] = deque()
         #: The workflow whose profiles are being fetched.
         self._fetching: _Wanted | None = None
+        #: Its prefixes not fetched yet, the one in flight included (counted as failed
+        #: when the fetch is cut short).
+        self._unfetched = 0
         self._task: asyncio.Task[None] | None = None
         #: Prefix profiles handed to the logs pipeline / not fetched (error, timeout,
         #: closing) / workflows dropped because MAX_WAITING were waiting.
@@ -126,7 +129,11 @@ class WorkflowProfiles:
         try:
             while self._waiting:
                 self._fetching = wanted = self._waiting.popleft()
+                self._unfetched = len(wanted.prefixes)
                 await self._fetch_all(wanted)
+        except asyncio.CancelledError:
+            self._cut_short()
+            raise
         finally:
             self._fetching = None
 
@@ -148,13 +155,12 @@ class WorkflowProfiles:
                 ),
                 FETCH_TIMEOUT,
             )
-        except asyncio.CancelledError:
-            self.failed += 1
-            raise
         except Exception as e:  # a worker gone mid-call, a timeout: this prefix only
+            self._unfetched -= 1
             self.failed += 1
             logger.debug("otel-spans: profile of %r not fetched: %r", prefix, e)
             return
+        self._unfetched -= 1
         record = ProfileRecord(
             time_ns=ns(wanted.stop),
             trace_id=wanted.trace_id,
@@ -167,11 +173,17 @@ class WorkflowProfiles:
         if self._signals.submit_profile(record):
             self.exported += 1
 
-    def close(self) -> None:
-        """Stop fetching (scheduler close); what still waits is counted as failed."""
-        self.failed += sum(len(w.prefixes) for w in self._waiting)
-        self._fetching = None
+    def _cut_short(self) -> None:
+        """Count every prefix that will not be fetched now as failed: the rest of the
+        workflow in flight (the prefix in flight too) and all waiting workflows."""
+        self.failed += self._unfetched + sum(len(w.prefixes) for w in self._waiting)
+        self._unfetched = 0
         self._waiting.clear()
+
+    def close(self) -> None:
+        """Stop fetching (scheduler close); what is not fetched is counted as failed."""
+        self._cut_short()
+        self._fetching = None
         if self._task is not None and not self._task.done():
             self._task.cancel()
         self._task = None

@@ -57,6 +57,8 @@ _MAX_RECOMMENDATIONS = 16
 _MAX_PARENTS = 10_000
 #: Most dependency keys recorded on a task span.
 _MAX_DEPENDENCIES = 32
+#: Most dependency links built for a group span; the rest are counted as dropped.
+_MAX_LINKS = 128
 
 
 @dataclass(slots=True)
@@ -371,17 +373,22 @@ class TaskGroups:
                 continue
             state.worker_count = len(state.workers or ())
             state.workers = None
-            links = []
-            for dep in list(tg.dependencies)[:128]:
+            links: list[LinkRecord] = []
+            links_dropped = 0
+            for dep in list(tg.dependencies):
                 dep_state = self._groups.get(dep)
-                if dep_state is not None:
-                    links.append(
-                        LinkRecord(
-                            dep_state.span.trace_id,
-                            dep_state.span_id,
-                            ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_DEPENDENCY),),
-                        )
+                if dep_state is None:
+                    continue
+                if len(links) == _MAX_LINKS:
+                    links_dropped += 1
+                    continue
+                links.append(
+                    LinkRecord(
+                        dep_state.span.trace_id,
+                        dep_state.span_id,
+                        ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_DEPENDENCY),),
                     )
+                )
             start = tg.start or fallback
             self.submit(
                 GroupRecord(
@@ -402,5 +409,6 @@ class TaskGroups:
                     task_spans_dropped=dropped,
                     links=tuple(links),
                     submitted_ns=ns(snapshots.submitted_at(self.scheduler, tg) or 0.0),
+                    links_dropped=links_dropped,
                 )
             )

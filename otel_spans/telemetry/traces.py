@@ -69,6 +69,7 @@ def _encode(
     *,
     events: list[WireEvent] | None = None,
     links: list[WireLink] | None = None,
+    links_dropped: int = 0,
     status: tuple[int, str] = (STATUS_UNSET, ""),
 ) -> bytes:
     """The span of a record: its ids and times, with this name, attributes and status."""
@@ -82,6 +83,7 @@ def _encode(
         attributes=attributes,
         events=events or (),
         links=links or (),
+        links_dropped=links_dropped,
         limits=limits,
         status_code=status[0],
         status_message=status[1],
@@ -146,6 +148,7 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
         attrs,
         limits,
         links=_links(record.links),
+        links_dropped=record.links_dropped,
         status=_erred_status(record.erred, record.tasks),
     )
 

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 import dask.config
 import yaml
-from dask.utils import parse_timedelta
+from dask.utils import parse_bytes, parse_timedelta
 from opentelemetry.util.re import parse_env_headers
 
 from otel_spans.records import workflow_attributes
@@ -102,6 +102,11 @@ class ExportTarget:
     insecure: bool | None = None
     #: For kind "file": the directory the OTLP/JSON files go to.
     directory: Path = Path("otel-spans-data")
+    #: For kind "file": most bytes of otel-spans files under ``directory`` (the oldest
+    #: are deleted, and counted, to stay under it), and most bytes of one file before
+    #: it is rotated.
+    directory_max_bytes: int = 256 * 1024 * 1024
+    directory_max_file_bytes: int = 16 * 1024 * 1024
     #: Also print every record to standard output (the OTel ``console`` exporter).
     console: bool = False
 
@@ -492,6 +497,22 @@ class _Resolver:
         if number < minimum or (maximum is not None and number > maximum):
             raise self.fail(key, value, allowed)
         return number
+
+    def byte_size(self, key: str, *, maximum: int | None = None) -> int:
+        """A size in bytes: an integer or a string such as 16MiB, at least 1 KiB."""
+        value = self.get(key)
+        allowed = "a size such as 256MiB or a number of bytes, at least 1KiB"
+        if maximum is not None:
+            allowed += f" and at most directory-max-bytes ({maximum})"
+        try:
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise TypeError
+            size = int(parse_bytes(value))
+        except (TypeError, ValueError):
+            raise self.fail(key, value, allowed) from None
+        if size < 1024 or (maximum is not None and size > maximum):
+            raise self.fail(key, value, allowed)
+        return size
 
     def count(self, key: str, value: Any) -> int:
         return self.integer(key, value, minimum=0)
@@ -895,6 +916,10 @@ class _Resolver:
             client_key=option("client-key", self.readable_file, None),
             insecure=option("insecure", self.boolean, None, parse_env=self.env_boolean),
             directory=Path(self.optional_str("directory") or "otel-spans-data"),
+            directory_max_bytes=self.byte_size("directory-max-bytes"),
+            directory_max_file_bytes=self.byte_size(
+                "directory-max-file-bytes", maximum=self.byte_size("directory-max-bytes")
+            ),
             console=console,
         )
 

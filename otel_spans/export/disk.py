@@ -87,6 +87,7 @@ class DiskBudget:
     #: Records in each live writer's active file (None: not known), so a file deleted
     #: while active is counted exactly. At most one entry per writer of this process.
     active: dict[Path, int | None] = field(default_factory=dict)
+    #: One "cannot write" warning per window for the whole directory; used under ``lock``.
     warnings: Throttle = field(default_factory=lambda: Throttle(WARN_EVERY))
 
     def of(self, signal: str) -> SignalCounts:

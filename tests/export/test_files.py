@@ -99,9 +99,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
 
 
 def unwritable(tmp_path: Path, how: str) -> Path:
-    """A data directory that cannot take a line: ``full`` (every write fails with
-    ENOSPC, the active file being /dev/full) or ``not-a-directory`` (its parent is a
-    regular file, so it can never be created; root ignores a read-only mode)."""
+    """A data directory that cannot take a line: ``read-only`` (mode 0500), ``full``
+    (every write fails with ENOSPC, the active file being /dev/full) or
+    ``not-a-directory`` (its parent is a regular file, so it can never be created)."""
+    if how == "read-only":
+        directory = tmp_path / "data"
+        directory.mkdir(mode=0o500)
+        return directory
     if how == "full":
         directory = tmp_path / "data"
         directory.mkdir()
@@ -111,7 +115,17 @@ def unwritable(tmp_path: Path, how: str) -> Path:
     return tmp_path / "a-file" / "data"
 
 
-@pytest.mark.parametrize("how", ["full", "not-a-directory"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param(
+            "read-only",
+            marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes through mode 0500"),
+        ),
+        "full",
+        "not-a-directory",
+    ],
+)
 def test_an_unwritable_directory_warns_once_per_window_and_counts_every_record(
     tmp_path: Path, how: str, clock: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:

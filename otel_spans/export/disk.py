@@ -38,6 +38,8 @@ DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 #: At most one "cannot write" warning per directory per this many seconds.
 WARN_EVERY = 30.0
 
+#: The signals written to files, each in files of its own.
+SIGNALS = ("traces", "metrics", "logs")
 #: The files this module writes (and so may delete): signal, then the rest of the name.
 _OURS = re.compile(r"^(traces|metrics|logs)-.+\.jsonl$")
 #: A rotated file's sequence number and, when known, its record count.
@@ -82,8 +84,11 @@ class DiskBudget:
     max_bytes: int
     max_file_bytes: int
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: By signal (``traces``, ``metrics``, ``logs``).
-    counts: dict[str, SignalCounts] = field(default_factory=dict)
+    #: By signal: all three from the start, so that readers on other threads never
+    #: see the mapping change size.
+    counts: dict[str, SignalCounts] = field(
+        default_factory=lambda: {signal: SignalCounts() for signal in SIGNALS}
+    )
     #: Records in each live writer's active file (None: not known), so a file deleted
     #: while active is counted exactly. At most one entry per writer of this process.
     active: dict[Path, int | None] = field(default_factory=dict)
@@ -91,10 +96,7 @@ class DiskBudget:
     warnings: Throttle = field(default_factory=lambda: Throttle(WARN_EVERY))
 
     def of(self, signal: str) -> SignalCounts:
-        counts = self.counts.get(signal)
-        if counts is None:
-            counts = self.counts[signal] = SignalCounts()
-        return counts
+        return self.counts[signal]
 
     def stats(self) -> dict[str, object]:
         """Counters for ``otel_spans_stats``: the cap, then a mapping per signal."""
@@ -253,6 +255,7 @@ class JsonLinesWriter:
             raise OSError(0, f"one line of {len(line)} bytes is larger than the cap")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
+            size = os.fstat(fd).st_size
             written = 0
             while written < len(line):
                 written += os.write(fd, line[written:])
@@ -289,12 +292,12 @@ class JsonLinesWriter:
 
     def close(self) -> None:
         """Set the active file aside under its record count, so that whoever deletes
-        it later (the next run under this directory) counts its records; then forget
-        it in the shared budget."""
+        it later (the next run under this directory) counts its records, and a later
+        process with this pid starts a file of its own; then forget it in the budget."""
         budget = self.budget
         with budget.lock:
             try:
-                if budget.active.get(self.path) and self.path.stat().st_size:
+                if self.path.stat().st_size:
                     self._rotate()
             except OSError:
                 pass  # nothing to set aside, or a directory we cannot write: as it is

@@ -88,13 +88,12 @@ class Selection:
 
 
 class ChangedSeries:
-    """The last written value of each cumulative series of one exporter.
-
-    #: at most one entry per series of the latest collection (the SDK's own series,
-    #: bounded by ``metrics.max-series`` per instrument); series gone from it are forgotten.
-    """
+    """The last written value of each cumulative series of one exporter."""
 
     def __init__(self) -> None:
+        #: At most one entry per series of the latest collection written (the SDK's own
+        #: series, bounded by ``metrics.max-series`` per instrument); series gone from
+        #: it are forgotten at the next commit.
         self._last: dict[SeriesKey, Hashable] = {}
 
     def select(self, data: MetricsData, *, everything: bool = False) -> Selection:
@@ -146,7 +145,3 @@ class ChangedSeries:
     def commit(self, selection: Selection) -> None:
         """The selection was written: its values are the last written from now on."""
         self._last = selection.seen
-
-    def forget(self) -> None:
-        """The next selection holds every series (its file may be gone)."""
-        self._last = {}

@@ -48,6 +48,11 @@ class ExportTarget:
     insecure: bool | None = None
     #: For kind "file": the directory the OTLP/JSON files go to.
     directory: Path = Path("otel-spans-data")
+    #: For kind "file": most bytes of otel-spans files under ``directory`` (the oldest
+    #: are deleted, and counted, to stay under it), and most bytes of one file before
+    #: it is rotated.
+    directory_max_bytes: int = 256 * 1024 * 1024
+    directory_max_file_bytes: int = 16 * 1024 * 1024
     #: Also print every record to standard output (the OTel ``console`` exporter).
     console: bool = False
 

@@ -18,7 +18,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from dask.utils import parse_timedelta
+from dask.utils import parse_bytes, parse_timedelta
 
 NAMESPACE = "otel-spans"
 logger = logging.getLogger("otel_spans.config")
@@ -158,6 +158,26 @@ class Number(Parser):
         if not self.minimum <= number <= self.maximum:  # NaN fails too
             raise fail(key, value, self.allowed)
         return number
+
+
+@dataclass(frozen=True)
+class ByteSize(Parser):
+    """A size in bytes: a number of bytes or a string such as ``16MiB`` (Dask's
+    ``parse_bytes``), at least ``minimum``."""
+
+    minimum: int = 1024
+    allowed: str = "a size such as 256MiB or a number of bytes, at least 1KiB"
+
+    def __call__(self, key: str, value: Any) -> int:
+        try:
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise TypeError
+            size = int(parse_bytes(value))
+        except (TypeError, ValueError):
+            raise fail(key, value, self.allowed) from None
+        if size < self.minimum:
+            raise fail(key, value, self.allowed)
+        return size
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from otel_spans.config.parsers import NAMESPACE, ConfigError, fail, warn_ignored
+from otel_spans.config.parsers import NAMESPACE, ByteSize, ConfigError, fail, warn_ignored
 from otel_spans.config.table import (
     PROMETHEUS_DEFAULT_PORT,
     ROWS,
@@ -251,8 +251,21 @@ class Resolver:
             client_key=option("client-key"),
             insecure=option("insecure"),
             directory=Path(option("directory")),
+            directory_max_bytes=option("directory-max-bytes"),
+            directory_max_file_bytes=self.file_bytes(option("directory-max-bytes")),
             console="console" in names,
         )
+
+    def file_bytes(self, total: int) -> int:
+        """``directory-max-file-bytes``, which may not exceed the total it rotates under."""
+        size: int = self.value("directory-max-file-bytes")
+        if size > total:
+            raise fail(
+                "directory-max-file-bytes",
+                self.get("directory-max-file-bytes"),
+                f"{ByteSize().allowed} and at most directory-max-bytes ({total})",
+            )
+        return size
 
     def endpoint(self, signal: str, protocol: str) -> str | None:
         """The signal's endpoint: ``<signal>.endpoint`` (used as is), else ``endpoint``'s

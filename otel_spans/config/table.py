@@ -18,6 +18,7 @@ from typing import Any
 
 from otel_spans.config.parsers import (
     Boolean,
+    ByteSize,
     Choice,
     Currency,
     Duration,
@@ -170,6 +171,10 @@ ROWS: tuple[Setting, ...] = (
             env=_otlp("INSECURE")),
     Setting("directory", Text(), "otel-spans-data",
             "where OTLP/JSON files go when no endpoint is configured", nullable=True),
+    Setting("directory-max-bytes", ByteSize(), "256MiB",
+            "most bytes of otel-spans' files under directory; the oldest are deleted, counted"),
+    Setting("directory-max-file-bytes", ByteSize(), "16MiB",
+            "a file is rotated before it passes this size; at most directory-max-bytes"),
     # -- protecting the cluster
     Setting("queue-size", _POSITIVE, 8192, "records waiting per signal; more are dropped"),
     Setting("batch-size", _POSITIVE, 512, "records per export call"),

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
-import os
-import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
@@ -30,9 +26,10 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_spans.config import ExportTarget
+from otel_spans.export.changed import ChangedSeries
+from otel_spans.export.disk import DiskBudget, JsonLinesWriter, budget_for
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
-
-logger = logging.getLogger("otel_spans")
 
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 
@@ -57,23 +54,24 @@ def to_otlp_json(message: Message) -> str:
     return json.dumps(_hex_ids(as_dict), separators=(",", ":"), ensure_ascii=False)
 
 
-class JsonLinesWriter:
-    """Appends OTLP/JSON lines to ``<directory>/<signal>-<role>-<pid>.jsonl``.
+def _line(message: Message) -> bytes:
+    return (to_otlp_json(message) + "\n").encode("utf-8", "replace")
 
-    One file per process and signal, so that a scheduler and its workers on one host
-    never interleave half-written lines in a shared file.
-    """
 
-    def __init__(self, directory: Path, signal: str, role: str):
-        self.path = directory.resolve() / f"{signal}-{role}-{os.getpid()}.jsonl"
-        self._lock = threading.Lock()
+def budget_of(target: ExportTarget) -> DiskBudget:
+    """The shared cap and counters of ``target.directory`` in this process."""
+    return budget_for(target.directory, target.directory_max_bytes, target.directory_max_file_bytes)
 
-    def write(self, message: Message) -> None:
-        line = to_otlp_json(message) + "\n"
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(line)
+
+def writer_for(target: ExportTarget, signal: str, role: str) -> JsonLinesWriter:
+    """The writer of ``signal`` under ``target.directory``, with its caps."""
+    return JsonLinesWriter(
+        target.directory,
+        signal,
+        role,
+        max_bytes=target.directory_max_bytes,
+        max_file_bytes=target.directory_max_file_bytes,
+    )
 
 
 class OtlpJsonSpanExporter(SpanExporter):
@@ -83,41 +81,48 @@ class OtlpJsonSpanExporter(SpanExporter):
         self.writer = writer
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            self.writer.write(encode_spans(spans))
-        except OSError:
-            logger.exception("otel-spans: cannot write %s", self.writer.path)
-            return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
+        ok = self.writer.write(_line(encode_spans(spans)), len(spans))
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
-        pass
+        self.writer.close()
 
 
 class OtlpJsonMetricExporter(MetricExporter):
-    """Metrics as OTLP/JSON lines in a local directory (the embedded default)."""
+    """Metrics as OTLP/JSON lines in a local directory (the embedded default).
+
+    Only the series that changed since the last line are written, every series at
+    the start of each file (:mod:`otel_spans.export.changed`): a collection where
+    nothing changed writes nothing at all.
+    """
 
     def __init__(
         self, writer: JsonLinesWriter, preferred_temporality: dict[type, AggregationTemporality]
     ):
         super().__init__(preferred_temporality=preferred_temporality)
         self.writer = writer
+        self._series = ChangedSeries()
 
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
     ) -> MetricExportResult:
-        try:
-            self.writer.write(encode_metrics(metrics_data))
-        except OSError:
-            logger.exception("otel-spans: cannot write %s", self.writer.path)
+        selection = self._series.select(metrics_data)
+        line = _line(encode_metrics(selection.data)) if selection.points else b""
+        if self.writer.fresh(len(line)):  # a new file starts with every series
+            selection = self._series.select(metrics_data, everything=True)
+            line = _line(encode_metrics(selection.data))
+        if not selection.points:
+            return MetricExportResult.SUCCESS
+        if not self.writer.write(line, selection.points):
             return MetricExportResult.FAILURE
+        self._series.commit(selection)
         return MetricExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return True
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
-        pass
+        self.writer.close()
 
 
 def _request_type(signal: str) -> type[Message]:
@@ -142,12 +147,15 @@ class FileSender:
         self._request_type = _request_type(signal)
 
     def send(self, request: bytes) -> Sent:
-        try:
-            self.writer.write(self._request_type.FromString(request))
-        except OSError:
-            logger.exception("otel-spans: cannot write %s", self.writer.path)
-            return REFUSED
-        return ACCEPTED
+        message = self._request_type.FromString(request)
+        return ACCEPTED if self.writer.write(_line(message), _records(message)) else REFUSED
 
     def shutdown(self) -> None:
-        pass
+        self.writer.close()
+
+
+def _records(message: Any) -> int:
+    """Spans or log records in a trace or logs request."""
+    if hasattr(message, "resource_spans"):
+        return sum(len(ss.spans) for rs in message.resource_spans for ss in rs.scope_spans)
+    return sum(len(sl.log_records) for rl in message.resource_logs for sl in rl.scope_logs)

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, SpanExportResult
 
 from otel_spans.export.console import TeeMetricExporter, TeeSpanExporter
-from otel_spans.export.files import JsonLinesWriter, OtlpJsonMetricExporter, OtlpJsonSpanExporter
+from otel_spans.export.files import OtlpJsonMetricExporter, OtlpJsonSpanExporter, writer_for
 from otel_spans.export.tls import grpc_credentials, http_session
 from otel_spans.settings import ExportTarget, Temporality
 
@@ -178,7 +178,7 @@ def _primary_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
     if target.kind == "none":
         return _NoSpanExporter()
     if target.kind == "file":
-        return OtlpJsonSpanExporter(JsonLinesWriter(target.directory, "traces", role))
+        return OtlpJsonSpanExporter(writer_for(target, "traces", role))
     if target.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcSpanExporter,
@@ -229,9 +229,7 @@ def _primary_metric_exporter(
     if target.kind == "none":
         return None
     if target.kind == "file":
-        return OtlpJsonMetricExporter(
-            JsonLinesWriter(target.directory, "metrics", role), preference
-        )
+        return OtlpJsonMetricExporter(writer_for(target, "metrics", role), preference)
     if target.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
             OTLPMetricExporter as GrpcMetricExporter,

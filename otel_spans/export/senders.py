@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
 from otel_spans.export.console import ConsoleSender, TeeSender
-from otel_spans.export.files import FileSender, JsonLinesWriter
+from otel_spans.export.files import FileSender, writer_for
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
 from otel_spans.export.tls import grpc_credentials, http_session
 from otel_spans.settings import ExportTarget
@@ -114,7 +114,7 @@ def _primary_sender(target: ExportTarget, *, signal: str, role: str) -> RequestS
     if target.kind == "none":
         return _NoSender()
     if target.kind == "file":
-        return FileSender(JsonLinesWriter(target.directory, signal, role), signal)
+        return FileSender(writer_for(target, signal, role), signal)
     if target.protocol == "grpc":
         return GrpcSender(target, signal, grpc_credentials(target))
     return HttpSender(target, signal, http_session(target))

@@ -65,7 +65,9 @@ def attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def files_in(path: Path, signal: str = "traces") -> list[Path]:
-    """A file, or the ``<signal>*.json*`` files of a directory, in name order."""
+    """A file, or the ``<signal>*.json*`` files of a directory, in name order (for the
+    embedded default's rotated files, ``<signal>-<role>-<pid>.<seq>[.r<n>].jsonl``,
+    that is write order: each before its process's active ``.jsonl``)."""
     if path.is_dir():
         return sorted(p for p in path.iterdir() if p.name.startswith(signal) and ".json" in p.name)
     if path.exists():
@@ -75,7 +77,11 @@ def files_in(path: Path, signal: str = "traces") -> list[Path]:
 
 def _lines(path: Path, signal: str) -> Iterator[tuple[Path, int, dict[str, Any]]]:
     for file in files_in(path, signal):
-        with file.open(encoding="utf-8") as f:
+        try:
+            f = file.open(encoding="utf-8")
+        except FileNotFoundError:  # deleted by a running scheduler's cap since listed
+            continue
+        with f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
                     continue

@@ -61,7 +61,8 @@ GAUGES: tuple[tuple[str, str, str], ...] = (
 )
 
 #: ``otel_spans.outcome`` values of ``otel_spans.records`` (see the export pipeline's
-#: counters: ``rejected`` counts items a collector's partial success rejected).
+#: counters: ``rejected`` counts items a collector's partial success rejected;
+#: ``deleted``, records exported to the embedded default's files that its cap deleted).
 OUTCOMES = (
     "submitted",
     "exported",
@@ -71,6 +72,7 @@ OUTCOMES = (
     "too_large",
     "unsent",
     "suppressed",
+    "deleted",
 )
 
 #: ``otel_spans.signal`` values of ``otel_spans.records``: the export pipelines.

@@ -17,6 +17,8 @@ from opentelemetry.sdk.metrics.view import View
 
 from otel_spans import semconv
 from otel_spans.export import wire
+from otel_spans.export.disk import DiskBudget
+from otel_spans.export.files import budget_of
 from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.export.prometheus import PrometheusEndpoint
@@ -78,6 +80,11 @@ class Signals:
         self._loop_errors = loop_errors
         #: ... and on the exporter threads.
         self._export_errors = 0
+        #: The embedded default's cap and counters, when a signal goes to files.
+        targets = (settings.traces.target, settings.metrics.target, settings.logs.target)
+        self._disk: DiskBudget | None = next(
+            (budget_of(target) for target in targets if target.kind == "file"), None
+        )
         self._init_traces(role)
         self._init_metrics(role)
         self._init_logs(role)
@@ -266,9 +273,9 @@ class Signals:
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "traces": self.spans.stats().as_dict(),
+            "traces": {**self.spans.stats().as_dict(), "deleted": self._deleted("traces")},
             "observations": self.samples.stats().as_dict(),
-            "logs": self.logs.stats().as_dict(),
+            "logs": {**self.logs.stats().as_dict(), "deleted": self._deleted("logs")},
             "python_logs": self.python_logs.stats() if self.python_logs else {"active": False},
             "internal_errors": self._loop_errors() + self._export_errors,
         }
@@ -277,7 +284,14 @@ class Signals:
             out["metric_exports"] = metric_exports
         if self._prometheus_port is not None:
             out["prometheus_port"] = self._prometheus_port
+        if self._disk is not None:
+            out["files"] = self._disk.stats()
         return out
+
+    def _deleted(self, signal: str) -> int:
+        """Records of ``signal`` in files the cap deleted (exported, then deleted)."""
+        counts = self._disk.counts.get(signal) if self._disk is not None else None
+        return counts.deleted_records if counts is not None else 0
 
     def _metric_export_counts(self) -> dict[str, int] | None:
         exporter = self._metric_exporter

@@ -141,7 +141,7 @@ def setting_named(token: str) -> str | None:
 def stated_value(text: str, row: Setting) -> Any:
     """A default as prose states it ("2 s", "10 000", "on", "all"), parsed like the key."""
     text = text.strip().strip("`")
-    number = re.match(r"(\d[\d  ]*(?:\.\d+)?)\s*(ms|s)?$", text)
+    number = re.match(r"(\d[\d  ]*(?:\.\d+)?)\s*(ms|s|[KMG]iB)?$", text)
     if number:
         value = number[1].replace(" ", "").replace(" ", "")
         return row.parse(row.key, value + (number[2] or "")) if number[2] else float(value)
@@ -153,8 +153,10 @@ def stated_value(text: str, row: Setting) -> Any:
     return row.parse(row.key, word)
 
 
-#: "default 10 000", "default: 15 s", "default `dask`", "default on"
-_DEFAULT = re.compile(r"(?<=[(\s])default:? (\d+(?:[  ]\d{3})*(?:\.\d+)?(?: ms| s)?|`?[\w.]+`?)")
+#: "default 10 000", "default: 15 s", "default 256 MiB", "default `dask`", "default on"
+_DEFAULT = re.compile(
+    r"(?<=[(\s])default:? (\d+(?:[  ]\d{3})*(?:\.\d+)?(?: ms| s| [KMG]iB)?|`?[\w.-]+`?)"
+)
 
 
 def is_a_value(text: str, row: Setting) -> bool:

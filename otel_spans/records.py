@@ -87,6 +87,30 @@ class LinkRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkflowAnalysis:
+    """Why a finished workflow took as long as it did, on its root span's export.
+
+    Computed on the scheduler from task groups (the granularity it keeps in full); see
+    ``dask.workflow.*`` in docs/telemetry.md for each value's definition.
+    """
+
+    #: Summed compute time of every task in the tree, seconds.
+    sequential_time: float
+    #: Task groups on the critical path, first to last.
+    critical_path_groups: tuple[str, ...]
+    #: Length of the critical path, seconds.
+    critical_path_length: float
+    #: Busy over offered thread-seconds, at most 1; None when nothing was offered.
+    efficiency: float | None
+    #: Sequential time over wall time; None when the wall time was not positive.
+    speedup: float | None
+    #: The prefixes with the most compute time, most first (at most 5).
+    bottlenecks: tuple[str, ...]
+    #: ``prefix=share`` of each bottleneck; None when nothing computed.
+    bottleneck_shares: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
 class SpanRecord:
     """One export of one Dask span (or of a continuation of it)."""
 
@@ -126,8 +150,18 @@ class SpanRecord:
     links: tuple[LinkRecord, ...] = field(default=())
     #: The parent is the caller's span, in another process.
     parent_remote: bool = False
-    #: More attributes (the workflow analysis on finished roots).
-    extra: tuple[tuple[str, AttrValue], ...] = field(default=())
+    #: The workflow analysis: on roots exported done only.
+    analysis: WorkflowAnalysis | None = None
+    #: The workflow's attributes (configured, then given; sorted by key): on every span
+    #: of its tree.
+    workflow_attributes: tuple[tuple[str, AttrValue], ...] = field(default=())
+    #: Who started the workflow (roots only): the Dask client id of its first graph and
+    #: the client's OS user; None when unknown.
+    client_id: str | None = None
+    client_user: str | None = None
+    #: This export's share of the span's own worker metrics as (attribute key, value):
+    #: keys under ``semconv.DASK_SPAN_RUN_PREFIXES``, sorted; only positive shares.
+    run_breakdown: tuple[tuple[str, float], ...] = field(default=())
 
     @property
     def erred(self) -> int:

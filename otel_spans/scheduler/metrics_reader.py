@@ -20,7 +20,8 @@ from otel_spans.config import Settings
 from otel_spans.records import Attrs, CounterDelta, GaugeValue
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
-from otel_spans.scheduler.tracking import SpanTracker, TrackedSpan
+from otel_spans.scheduler.span_state import TrackedSpan
+from otel_spans.scheduler.tracking import SpanTracker
 from otel_spans.telemetry.signals import Signals
 
 if TYPE_CHECKING:

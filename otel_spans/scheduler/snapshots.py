@@ -134,15 +134,12 @@ def growth(
                 yield key, value - before
 
 
-def run_breakdown(
-    own: Mapping[Any, float], idle: float | None, exported: MutableMapping[str, float]
-) -> tuple[tuple[str, float], ...]:
-    """This export's share of a span's own worker metrics, as span attributes.
+def run_totals(own: Mapping[Any, float], idle: float | None) -> dict[str, float]:
+    """A span's own worker metrics so far, as run-breakdown attribute keys.
 
     ``own`` is ``Span._cumulative_worker_metrics`` (the span's own share, not its
     subtree's); ``idle``, for a root, its tree's "idle or other spans" seconds.
-    ``exported`` holds what earlier exports of the span carried, so a continuation
-    carries only its own run; it is updated. O(the span's own metric keys).
+    O(the span's own metric keys).
     """
     totals: dict[str, float] = {}
     for key, value in list(own.items()):
@@ -155,10 +152,17 @@ def run_breakdown(
     if idle is not None:
         name = semconv.DASK_SPAN_RUN_TIME_PREFIX + _attribute_part(semconv.IDLE_ACTIVITY)
         totals[name] = idle
+    return totals
+
+
+def run_shares(
+    totals: Mapping[str, float], exported: Mapping[str, float]
+) -> tuple[tuple[str, float], ...]:
+    """This export's share of :func:`run_totals`: what grew since the ``exported`` totals
+    of the earlier exports, so that a continuation carries only its own run."""
     out = []
     for name, total in totals.items():
         share = total - exported.get(name, 0.0)
-        exported[name] = total
         if share > 0:
             out.append((name, share))
     return tuple(sorted(out))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from otel_spans import semconv
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
 from otel_spans.analysis.workflow import busy_seconds, critical_path, parallel_efficiency
-from otel_spans.records import AttrValue, EventRecord, ns
+from otel_spans.records import EventRecord, WorkflowAnalysis, ns
 
 if TYPE_CHECKING:
     from distributed.scheduler import TaskGroup
@@ -72,7 +72,7 @@ def group_workflow(
     )
 
 
-def analysis_attributes(
+def analyse_root(
     root: Span,
     *,
     stop: float,
@@ -80,11 +80,11 @@ def analysis_attributes(
     metrics_busy: float,
     metrics_idle: float,
     submitted_at: Callable[[TaskGroup], float | None] = lambda tg: None,
-) -> tuple[tuple[str, AttrValue], ...]:
-    """Critical path, efficiency and bottlenecks of a finished root, as span attributes
-    (``stop``, ``intervals``: the root's own, read once; ``metrics_busy`` and
-    ``metrics_idle``: :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its tree,
-    Dask's split of the thread-seconds the cluster offered it).
+) -> WorkflowAnalysis:
+    """Critical path, efficiency and bottlenecks of a finished root (``stop``,
+    ``intervals``: the root's own, read once; ``metrics_busy`` and ``metrics_idle``:
+    :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its tree, Dask's split of
+    the thread-seconds the cluster offered it).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
     offered thread-seconds, busy never less than the tasks' compute time."""
@@ -96,24 +96,20 @@ def analysis_attributes(
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
     path = critical_path(group_workflow(root, stop, intervals, submitted_at))
-    attrs: list[tuple[str, AttrValue]] = [
-        (semconv.WORKFLOW_SEQUENTIAL_TIME, sequential),
-        (semconv.WORKFLOW_CRITICAL_PATH_GROUPS, tuple(step.task.key for step in path.steps)),
-        (semconv.WORKFLOW_CRITICAL_PATH_LENGTH, path.length_s),
-    ]
-    efficiency = parallel_efficiency(
-        busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
-    )
-    if efficiency is not None:
-        attrs.append((semconv.WORKFLOW_EFFICIENCY, efficiency))
-    if wall > 0:
-        attrs.append((semconv.WORKFLOW_SPEEDUP, sequential / wall))
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
-    attrs.append((semconv.WORKFLOW_BOTTLENECKS, tuple(p for p, _ in ranked[:MAX_BOTTLENECKS])))
-    if sequential:
-        shares = tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
-        attrs.append((semconv.WORKFLOW_BOTTLENECK_SHARES, shares))
-    return tuple(attrs)
+    return WorkflowAnalysis(
+        sequential_time=sequential,
+        critical_path_groups=tuple(step.task.key for step in path.steps),
+        critical_path_length=path.length_s,
+        efficiency=parallel_efficiency(
+            busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
+        ),
+        speedup=sequential / wall if wall > 0 else None,
+        bottlenecks=tuple(p for p, _ in ranked[:MAX_BOTTLENECKS]),
+        bottleneck_shares=tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
+        if sequential
+        else None,
+    )
 
 
 def _ns_or_none(seconds: float | None) -> int | None:

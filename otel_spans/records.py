@@ -69,7 +69,10 @@ def workflow_attributes(value: object) -> tuple[tuple[str, str | bool | int | fl
 
 
 @dataclass(frozen=True, slots=True)
-class EventRecord:
+class SpanEventRecord:
+    """One event on an OTel span (a computation, a transition of an erred task, a change
+    of the cluster's thread count); Dask's structured events become log records."""
+
     name: str
     time_ns: int
     attributes: tuple[tuple[str, AttrValue], ...] = ()
@@ -145,7 +148,7 @@ class SpanRecord:
     active_cpu_seconds: float
     code: tuple[CodeSnippet, ...] = field(default=())
     #: Computations that fed the span, erred-task details...
-    events: tuple[EventRecord, ...] = field(default=())
+    events: tuple[SpanEventRecord, ...] = field(default=())
     #: Links besides the continuation link (e.g. to the caller's span in link mode).
     links: tuple[LinkRecord, ...] = field(default=())
     #: The parent is the caller's span, in another process.
@@ -283,7 +286,7 @@ class TaskRecord:
     #: Keys of its dependencies (at most 32, for offline critical paths).
     dependencies: tuple[str, ...] = ()
     exception: ExceptionRecord | None = None
-    events: tuple[EventRecord, ...] = ()
+    events: tuple[SpanEventRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +314,7 @@ class ProfileRecord:
     """Dask's statistical profile of one task prefix over one workflow's time window, as
     the workers sent it: one call tree per worker (Dask's ``distributed.profile`` dicts,
     decoded from their replies and owned by nobody else). Folded on the logs exporter
-    thread (:mod:`otel_spans.telemetry.profiles`), never on the event loop."""
+    thread (:mod:`otel_spans.telemetry.folded_stacks`), never on the event loop."""
 
     time_ns: int
     trace_id: int
@@ -376,7 +379,7 @@ class DeferredTask:
     dependencies: tuple[object, ...]
 
     def build(
-        self, *, exception: ExceptionRecord | None = None, events: tuple[EventRecord, ...] = ()
+        self, *, exception: ExceptionRecord | None = None, events: tuple[SpanEventRecord, ...] = ()
     ) -> TaskRecord:
         phases = tuple(
             PhaseRecord(action, ns(start), ns(stop), source)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from otel_spans import semconv
 from otel_spans.config import CodeCapture
-from otel_spans.records import CodeSnippet, CounterDelta, EventRecord, ns
+from otel_spans.records import CodeSnippet, CounterDelta, SpanEventRecord, ns
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -103,12 +103,12 @@ def worker_metric(tags: tuple[str, ...] | None, key: Hashable, value: float) -> 
         metric = cluster_metric
         attrs.append((semconv.ATTR_CONTEXT, context))
         if context == "execute" and middle:
-            attrs.append((semconv.ATTR_TASK_PREFIX, middle))
+            attrs.append((semconv.DASK_TASK_PREFIX, middle))
         elif context == "p2p" and middle:
             attrs.append((semconv.ATTR_P2P_WHERE, middle))
     elif context == "execute":
         metric = execute_metric
-        attrs.append((semconv.ATTR_TASK_PREFIX, middle))
+        attrs.append((semconv.DASK_TASK_PREFIX, middle))
     elif context == "p2p":
         metric = p2p_metric
         attrs.append((semconv.ATTR_P2P_WHERE, middle))
@@ -213,7 +213,7 @@ def cpu_delta(
     ]
 
 
-def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[EventRecord, ...]:
+def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[SpanEventRecord, ...]:
     """One event per compute/persist/submit whose task groups fed this span.
 
     ``limit`` is the longest code snippet kept (``Settings.code_snippet_length``).
@@ -231,5 +231,5 @@ def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[Ev
         for frames in list(computation.code)[:1]:
             if frames and limit:
                 attrs += ((semconv.DASK_SPAN_CODE_SNIPPET, frames[-1].code[:limit]),)
-        events.append(EventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
+        events.append(SpanEventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
     return tuple(events)

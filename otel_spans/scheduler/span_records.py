@@ -19,24 +19,22 @@ from otel_spans import ids, semconv
 from otel_spans.config import Settings
 from otel_spans.records import (
     AttrValue,
-    EventRecord,
     HistogramSample,
     LinkRecord,
     LogEntry,
+    SpanEventRecord,
     SpanRecord,
     WorkflowAnalysis,
     ns,
 )
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.callers import Caller
+from otel_spans.scheduler.root_analysis import analyse_root, nthreads_events
 from otel_spans.scheduler.task_groups import SpanIdentity
-from otel_spans.scheduler.workflow import analyse_root, nthreads_events
 
 if TYPE_CHECKING:
     from distributed import Scheduler
     from distributed.spans import Span
-
-_SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
 
 #: A Dask span uuid -> its tasks that reached a final state, by (prefix, final state);
 #: None for a span that is not tracked.
@@ -121,7 +119,7 @@ def span_record(
     stop = span.stop
     groups = list(span.traverse_groups()) if full else []
     states = _states(span, snapshot.done, finished_of) if full else {}
-    events: tuple[EventRecord, ...] = ()
+    events: tuple[SpanEventRecord, ...] = ()
     if full and not continuation:
         events = snapshots.computation_events(scheduler, span, settings.code_snippet_length)
     # Dask computes each of these by walking the whole subtree (a root with 5,000
@@ -226,8 +224,8 @@ def started_log(root: Span, identity: SpanIdentity, url: str | None) -> LogEntry
         attributes += ((semconv.URL_FULL, url),)
     return LogEntry(
         time_ns=ns(root.enqueued),
-        severity_number=_SEVERITY_INFO,
-        severity_text="INFO",
+        severity_number=semconv.SEVERITY_INFO.number,
+        severity_text=semconv.SEVERITY_INFO.text,
         body=f"workflow {name!r} started, trace {identity.trace_id:032x}"
         + (f": {url}" if url else ""),
         attributes=attributes,

@@ -33,7 +33,7 @@ from otel_spans.config import Settings, format_trace_url
 from otel_spans.records import AttrValue
 from otel_spans.scheduler import snapshots, span_records, span_state
 from otel_spans.scheduler.callers import CallerContexts
-from otel_spans.scheduler.profiles import WorkflowProfiles
+from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_records import ExportSnapshot
 from otel_spans.scheduler.span_state import MAX_FINISHED_ROOTS, FinishedRoot, TrackedSpan

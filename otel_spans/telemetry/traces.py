@@ -14,9 +14,9 @@ from otel_spans.export import wire
 from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, WireEvent, WireLink
 from otel_spans.records import (
     AttrValue,
-    EventRecord,
     GroupRecord,
     LinkRecord,
+    SpanEventRecord,
     SpanRecord,
     TaskRecord,
 )
@@ -130,7 +130,7 @@ def dask_span(record: SpanRecord, *, limits: RecordLimits) -> bytes:
     )
 
 
-def _events(records: tuple[EventRecord, ...]) -> list[WireEvent]:
+def _events(records: tuple[SpanEventRecord, ...]) -> list[WireEvent]:
     return [WireEvent(e.name, e.time_ns, dict(e.attributes)) for e in records]
 
 

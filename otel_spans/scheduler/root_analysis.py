@@ -1,13 +1,16 @@
-"""Why a workflow took as long as it did, computed on the scheduler when its root finishes.
+"""A finished root Dask span read into the analysis model, and analysed, on the scheduler.
 
-Task-level data is sampled (see :mod:`otel_spans.scheduler.sampling`), so the scheduler analyses
-the workflow at the granularity it keeps in full: task groups. Each group counts as one
-step from its first compute start to its last compute end, linked to the groups it
-depends on; the critical path through that graph names the groups that set the wall
-time. Efficiency and bottlenecks use the exact compute time Dask sums per group.
+When a root is exported done, this reads its live ``Span``/``TaskGroup`` objects (on
+the event loop) into a :class:`~otel_spans.analysis.model.Workflow` and runs the pure
+analysis of :mod:`otel_spans.analysis.workflow` over it; the result is the root's
+:class:`~otel_spans.records.WorkflowAnalysis` record and its thread-count events.
 
-Dask side (reads live ``Span``/``TaskGroup`` objects on the event loop); the pure
-critical-path walk is :func:`otel_spans.analysis.workflow.critical_path`.
+Task-level data is sampled (see :mod:`otel_spans.scheduler.sampling`), so the model is
+built at the granularity the scheduler keeps in full: task groups. Each group counts
+as one step from its first compute start to its last compute end, linked to the
+groups it depends on; the critical path through that graph names the groups that set
+the wall time. Efficiency and bottlenecks use the exact compute time Dask sums per
+group.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING
 from otel_spans import semconv
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
 from otel_spans.analysis.workflow import busy_seconds, critical_path, parallel_efficiency
-from otel_spans.records import EventRecord, WorkflowAnalysis, ns
+from otel_spans.records import SpanEventRecord, WorkflowAnalysis, ns
 
 if TYPE_CHECKING:
     from distributed.scheduler import TaskGroup
@@ -116,14 +119,14 @@ def _ns_or_none(seconds: float | None) -> int | None:
     return ns(seconds) if seconds else None
 
 
-def nthreads_events(intervals: Intervals) -> tuple[EventRecord, ...]:
+def nthreads_events(intervals: Intervals) -> tuple[SpanEventRecord, ...]:
     """One event per change of the cluster's thread count while the root ran."""
     events = []
     last = None
     for t0, _, n in intervals:
         if n != last:
             events.append(
-                EventRecord(semconv.EVENT_NTHREADS, ns(t0), ((semconv.DASK_NTHREADS, n),))
+                SpanEventRecord(semconv.EVENT_NTHREADS, ns(t0), ((semconv.DASK_NTHREADS, n),))
             )
             last = n
     return tuple(events[:MAX_NTHREADS_EVENTS])

@@ -28,11 +28,11 @@ if TYPE_CHECKING:
     from distributed import Scheduler
     from distributed.spans import Span
 
-_PREFIX = semconv.ATTR_TASK_PREFIX
-_STATE = semconv.ATTR_TASK_STATE
+_PREFIX = semconv.DASK_TASK_PREFIX
+_STATE = semconv.DASK_TASK_STATE
 
 
-class MetricsReader:
+class SpanMetricsTick:
     """Reads live spans' cumulative values in time slices (see :meth:`tick`)."""
 
     def __init__(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from otel_spans.config import TaskSettings
-from otel_spans.records import AttrValue
+from otel_spans.records import AttrValue, SpanRecord
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.task_groups import SpanIdentity
 
@@ -35,6 +35,20 @@ class FinishedRoot(NamedTuple):
     states: tuple[tuple[str, int], ...]
     #: Whether its spans were exported (see parent-based sampling).
     sampled: bool
+
+    @classmethod
+    def of(cls, record: SpanRecord, identity: SpanIdentity, *, sampled: bool) -> FinishedRoot:
+        """The root's export as done; ``span_id`` is its first export's (the one the
+        trace link points at)."""
+        return cls(
+            identity.tags,
+            identity.trace_id,
+            identity.otel_span_id,
+            record.start_ns,
+            record.end_ns,
+            record.states,
+            sampled,
+        )
 
 
 @dataclass(slots=True)

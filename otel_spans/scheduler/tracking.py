@@ -6,10 +6,11 @@ On the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`):
   output bytes per span and prefix, and hands the run to the task groups;
 * the trace poll (``traces.poll-interval``, :meth:`SpanTracker.poll`) discovers new
   Dask spans and checks the *open* ones (not yet exported, or reopened) for being
-  done. A span that stayed done for ``traces.linger`` is snapshotted into a
-  :class:`SpanRecord` and handed to the exporter thread; cost per poll O(spans that
-  had transitions × their task groups), never O(history), in time slices
-  (:mod:`otel_spans.scheduler.slices`).
+  done. A span that stayed done for ``traces.linger`` is exported: the tracker
+  freezes what it knows into an :class:`~otel_spans.scheduler.span_records.ExportSnapshot`,
+  :mod:`otel_spans.scheduler.span_records` builds the record from it, and the record
+  goes to the exporter thread; cost per poll O(spans that had transitions × their task
+  groups), never O(history), in time slices (:mod:`otel_spans.scheduler.slices`).
 
 A Dask span can become not-done after it was exported (a new sub-span, or a worker
 died holding its only results). Its later work is exported as a *continuation*: a new
@@ -353,17 +354,7 @@ class SpanTracker:
         for sample in span_records.export_samples(record, track.identity, sampled=sampled):
             signals.submit_sample(sample)
         if done and track.is_root:
-            self.finished_roots.append(
-                FinishedRoot(
-                    track.tags,
-                    track.trace_id,
-                    track.otel_span_id,
-                    record.start_ns,
-                    record.end_ns,
-                    record.states,
-                    sampled,
-                )
-            )
+            self.finished_roots.append(FinishedRoot.of(record, track.identity, sampled=sampled))
             if sampled and self.profiles is not None:
                 self.profiles.workflow_finished(
                     span, track.trace_id, record.span_id, record.start_ns / 1e9, record.end_ns / 1e9

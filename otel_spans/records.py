@@ -69,7 +69,10 @@ def workflow_attributes(value: object) -> tuple[tuple[str, str | bool | int | fl
 
 
 @dataclass(frozen=True, slots=True)
-class EventRecord:
+class SpanEventRecord:
+    """One event on an OTel span (a computation, a transition of an erred task, a change
+    of the cluster's thread count); Dask's structured events become log records."""
+
     name: str
     time_ns: int
     attributes: tuple[tuple[str, AttrValue], ...] = ()
@@ -84,6 +87,30 @@ class LinkRecord:
     trace_flags: int = 1
     #: The linked span belongs to another process (the caller).
     remote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowAnalysis:
+    """Why a finished workflow took as long as it did, on its root span's export.
+
+    Computed on the scheduler from task groups (the granularity it keeps in full); see
+    ``dask.workflow.*`` in docs/telemetry.md for each value's definition.
+    """
+
+    #: Summed compute time of every task in the tree, seconds.
+    sequential_time: float
+    #: Task groups on the critical path, first to last.
+    critical_path_groups: tuple[str, ...]
+    #: Length of the critical path, seconds.
+    critical_path_length: float
+    #: Busy over offered thread-seconds, at most 1; None when nothing was offered.
+    efficiency: float | None
+    #: Sequential time over wall time; None when the wall time was not positive.
+    speedup: float | None
+    #: The prefixes with the most compute time, most first (at most 5).
+    bottlenecks: tuple[str, ...]
+    #: ``prefix=share`` of each bottleneck; None when nothing computed.
+    bottleneck_shares: tuple[str, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +148,23 @@ class SpanRecord:
     active_cpu_seconds: float
     code: tuple[CodeSnippet, ...] = field(default=())
     #: Computations that fed the span, erred-task details...
-    events: tuple[EventRecord, ...] = field(default=())
+    events: tuple[SpanEventRecord, ...] = field(default=())
     #: Links besides the continuation link (e.g. to the caller's span in link mode).
     links: tuple[LinkRecord, ...] = field(default=())
     #: The parent is the caller's span, in another process.
     parent_remote: bool = False
-    #: More attributes (the workflow analysis on finished roots).
-    extra: tuple[tuple[str, AttrValue], ...] = field(default=())
+    #: The workflow analysis: on roots exported done only.
+    analysis: WorkflowAnalysis | None = None
+    #: The workflow's attributes (configured, then given; sorted by key): on every span
+    #: of its tree.
+    workflow_attributes: tuple[tuple[str, AttrValue], ...] = field(default=())
+    #: Who started the workflow (roots only): the Dask client id of its first graph and
+    #: the client's OS user; None when unknown.
+    client_id: str | None = None
+    client_user: str | None = None
+    #: This export's share of the span's own worker metrics as (attribute key, value):
+    #: keys under ``semconv.DASK_SPAN_RUN_PREFIXES``, sorted; only positive shares.
+    run_breakdown: tuple[tuple[str, float], ...] = field(default=())
 
     @property
     def erred(self) -> int:
@@ -251,7 +288,7 @@ class TaskRecord:
     #: Keys of its dependencies (at most 32, for offline critical paths).
     dependencies: tuple[str, ...] = ()
     exception: ExceptionRecord | None = None
-    events: tuple[EventRecord, ...] = ()
+    events: tuple[SpanEventRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +316,7 @@ class ProfileRecord:
     """Dask's statistical profile of one task prefix over one workflow's time window, as
     the workers sent it: one call tree per worker (Dask's ``distributed.profile`` dicts,
     decoded from their replies and owned by nobody else). Folded on the logs exporter
-    thread (:mod:`otel_spans.telemetry.profiles`), never on the event loop."""
+    thread (:mod:`otel_spans.telemetry.folded_stacks`), never on the event loop."""
 
     time_ns: int
     trace_id: int
@@ -344,7 +381,7 @@ class DeferredTask:
     dependencies: tuple[object, ...]
 
     def build(
-        self, *, exception: ExceptionRecord | None = None, events: tuple[EventRecord, ...] = ()
+        self, *, exception: ExceptionRecord | None = None, events: tuple[SpanEventRecord, ...] = ()
     ) -> TaskRecord:
         phases = tuple(
             PhaseRecord(action, ns(start), ns(stop), source)

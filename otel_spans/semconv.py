@@ -10,7 +10,7 @@ Keys from the OpenTelemetry semantic conventions are used where one exists
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
 #: Instrumentation scope of everything the scheduler emits.
 SCOPE_NAME: Final = "otel_spans"
@@ -61,9 +61,11 @@ DASK_SPAN_TASK_STATES_ERRED: Final = "dask.span.task_states.erred"
 # -- metric attributes (low cardinality only: never uuids, keys or addresses) -------------
 #: The first tag: the workflow the span belongs to.
 ATTR_SPAN_ROOT: Final = "dask.span.root"
-ATTR_TASK_PREFIX: Final = "dask.task.prefix"
-#: Final state of a task: memory (computed) or erred.
-ATTR_TASK_STATE: Final = "dask.task.state"
+#: The task prefix (also on task and task-group spans).
+DASK_TASK_PREFIX: Final = "dask.task.prefix"
+#: The state of a task: on metrics its final one, memory (computed) or erred; on task
+#: spans the state the run ended in.
+DASK_TASK_STATE: Final = "dask.task.state"
 #: What a worker spent the time or bytes on (Dask's fine performance metrics).
 ATTR_ACTIVITY: Final = "dask.activity"
 #: Where P2P shuffle work happened (Dask's second key element of "p2p" metrics).
@@ -88,8 +90,8 @@ IDLE_ACTIVITY: Final = "idle or other spans"
 METRIC_ATTRIBUTES: Final = (
     DASK_SPAN_NAME,
     ATTR_SPAN_ROOT,
-    ATTR_TASK_PREFIX,
-    ATTR_TASK_STATE,
+    DASK_TASK_PREFIX,
+    DASK_TASK_STATE,
     ATTR_ACTIVITY,
     ATTR_P2P_WHERE,
     ATTR_CONTEXT,
@@ -188,16 +190,16 @@ DASK_LINK_KIND: Final = "dask.link.kind"
 LINK_KIND_DEPENDENCY: Final = "dependency"
 #: On the link from a root Dask span to the caller's span (link mode).
 LINK_KIND_CALLER: Final = "caller"
-#: The Dask annotation ``otel_spans.span`` puts on tasks: {"traceparent", "link"}.
+#: The Dask annotation ``otel_spans.span`` puts on tasks: {"traceparent", "link"}. Read,
+#: never emitted (that it equals SCOPE_NAME is a coincidence of naming).
 ANNOTATION: Final = "otel_spans"
 #: Key of the task metadata a worker sets when user code started spans in the task.
 METADATA_CHILDREN: Final = "otel_spans.children"
 
 # -- task spans (sampled; children of their group span, named by the task prefix) --------
+#: Besides DASK_TASK_PREFIX and DASK_TASK_STATE (under metric attributes):
 DASK_TASK_KEY: Final = "dask.task.key"
-DASK_TASK_PREFIX: Final = "dask.task.prefix"
 DASK_TASK_GROUP: Final = "dask.task.group"
-DASK_TASK_STATE: Final = "dask.task.state"
 DASK_TASK_ATTEMPT: Final = "dask.task.attempt"
 DASK_TASK_NBYTES: Final = "dask.task.nbytes"
 DASK_TASK_TYPE: Final = "dask.task.type"
@@ -209,7 +211,7 @@ DASK_WORKER_THREAD: Final = "dask.worker.thread"
 #: came from, for transfers.
 DASK_PHASE_SOURCE: Final = "dask.phase.source"
 
-# -- events ---------------------------------------------------------------------------
+# -- span events (on Dask, task-group and task spans; Dask's own events are logs) -----
 EVENT_EXCEPTION: Final = "exception"
 EXCEPTION_TYPE: Final = "exception.type"
 EXCEPTION_MESSAGE: Final = "exception.message"
@@ -225,13 +227,29 @@ EVENT_COMPUTATION: Final = "dask.computation"
 DASK_COMPUTATION_ID: Final = "dask.computation.id"
 DASK_COMPUTATION_GROUPS: Final = "dask.computation.task_groups"
 
+
 # -- logs -------------------------------------------------------------------------------
+class Severity(NamedTuple):
+    """An OTel log severity: the ``SeverityNumber`` backends filter on, and its text."""
+
+    number: int
+    text: str
+
+
+#: The OTel severities (the first of each range; a range's 2-4 are finer steps).
+SEVERITY_TRACE: Final = Severity(1, "TRACE")
+SEVERITY_DEBUG: Final = Severity(5, "DEBUG")
+SEVERITY_INFO: Final = Severity(9, "INFO")
+SEVERITY_WARN: Final = Severity(13, "WARN")
+SEVERITY_ERROR: Final = Severity(17, "ERROR")
+SEVERITY_FATAL: Final = Severity(21, "FATAL")
+
 #: Log attribute: the topic of a Dask structured event (``Scheduler.log_event``).
 DASK_EVENT_TOPIC: Final = "dask.event.topic"
 #: Log attribute: what happened (``msg["action"]`` when the event has one).
 DASK_EVENT_ACTION: Final = "dask.event.action"
 #: event_name of log records from Dask structured events.
-LOG_EVENT_NAME: Final = "dask.event"
+LOG_DASK_EVENT: Final = "dask.event"
 #: event_name of the log record emitted for each erred task.
 LOG_TASK_ERRED: Final = "dask.task.erred"
 #: Event name of the log record sent when a workflow (a root Dask span) starts: it
@@ -250,6 +268,8 @@ DASK_PROFILE_WORKERS: Final = "dask.profile.workers"
 URL_FULL: Final = "url.full"
 
 # -- workflow analysis (on root Dask spans, computed on the scheduler) --------------------
+#: The root span's parallel efficiency (share of available thread time used), and the
+#: histogram metric of it across workflows, which has the same name.
 WORKFLOW_EFFICIENCY: Final = "dask.workflow.efficiency"
 WORKFLOW_SPEEDUP: Final = "dask.workflow.speedup"
 WORKFLOW_SEQUENTIAL_TIME: Final = "dask.workflow.sequential_time"
@@ -262,5 +282,3 @@ EVENT_NTHREADS: Final = "dask.cluster.nthreads"
 DASK_NTHREADS: Final = "dask.nthreads"
 #: Task span attribute: keys of the task's dependencies (at most 32).
 DASK_TASK_DEPENDENCIES: Final = "dask.task.dependencies"
-#: Histogram of root spans' efficiency (share of available thread time used).
-M_WORKFLOW_EFFICIENCY: Final = "dask.workflow.efficiency"

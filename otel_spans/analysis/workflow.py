@@ -1,4 +1,7 @@
-"""Why a workflow took as long as it did: pure functions from a :class:`Workflow` to results.
+"""Critical path, efficiency, bottlenecks, stragglers: pure functions of a :class:`Workflow`.
+
+They say why a workflow took as long as it did, from the plain model alone (no Dask,
+no OTel), for the scheduler and the offline report alike.
 
 ``analyse(workflow)`` runs everything; the pieces (:func:`critical_path`,
 :func:`bottlenecks`, :func:`stragglers`, :func:`efficiency`, :func:`activities`) can be

@@ -26,10 +26,10 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_spans.config import ExportTarget
 from otel_spans.export.changed import ChangedSeries
 from otel_spans.export.disk import DiskBudget, JsonLinesWriter, budget_for
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
+from otel_spans.settings import ExportTarget
 
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 

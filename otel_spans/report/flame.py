@@ -23,7 +23,7 @@ _MAX_DEPTH = 60
 #: Narrowest frame drawn (pixels).
 _MIN_WIDTH = 0.7
 _CHAR_W = 6.6
-#: The line that sums the stacks a profile had no room for (telemetry.profiles).
+#: The line that sums the stacks a profile had no room for (telemetry.folded_stacks).
 _OTHER = "(other stacks)"
 
 

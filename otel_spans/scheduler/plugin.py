@@ -5,10 +5,11 @@ never raises into Dask: an error of ours is counted and logged (rate-limited) in
 The work itself is in one module per job:
 
 * :mod:`~otel_spans.scheduler.tracking` — spans: discovery, the trace poll, linger,
-  continuations, export;
+  continuations, when to export (the records: :mod:`~otel_spans.scheduler.span_records`);
 * :mod:`~otel_spans.scheduler.task_groups` — task groups and sampled task runs;
-* :mod:`~otel_spans.scheduler.metrics_reader` — the metrics tick;
-* :mod:`~otel_spans.scheduler.events` — Dask events as log entries (and what a key or
+* :mod:`~otel_spans.scheduler.metrics_tick` — the metrics tick;
+* :mod:`~otel_spans.scheduler.profile_fetch` — profiles of finished workflows;
+* :mod:`~otel_spans.scheduler.dask_events` — Dask events as log entries (and what a key or
   span id named in a Python log record means);
 * :mod:`~otel_spans.scheduler.callers` — the caller's context from ``update_graph``.
 """
@@ -27,9 +28,9 @@ from otel_spans import config
 from otel_spans.config import Settings
 from otel_spans.scheduler import workflows_page
 from otel_spans.scheduler.callers import watch_submitting_tasks
-from otel_spans.scheduler.events import DaskEvents
-from otel_spans.scheduler.metrics_reader import MetricsReader
-from otel_spans.scheduler.profiles import WorkflowProfiles
+from otel_spans.scheduler.dask_events import DaskEvents
+from otel_spans.scheduler.metrics_tick import SpanMetricsTick
+from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
 from otel_spans.scheduler.task_groups import TaskGroups, compute_seconds
 from otel_spans.scheduler.tracking import SpanTracker
@@ -78,9 +79,9 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._scheduler: Scheduler | None = None
         self._callbacks: list[PeriodicCallback] = []
         self._tracker: SpanTracker | None = None
-        self._metrics: MetricsReader | None = None
+        self._metrics: SpanMetricsTick | None = None
         self._profiles: WorkflowProfiles | None = None
-        self._events: DaskEvents | None = None
+        self._dask_events: DaskEvents | None = None
         self._internal_errors = 0
         self._error_log = Throttle(_ERROR_LOG_EVERY)
         self._unwatch: Callable[[], None] = lambda: None
@@ -135,13 +136,13 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._tracker = SpanTracker(
             scheduler, settings, signals, task_groups, Resume(self._poll_safely), self._profiles
         )
-        self._metrics = MetricsReader(
+        self._metrics = SpanMetricsTick(
             scheduler, settings, signals, self._tracker, Resume(self._metrics_safely)
         )
-        self._events = DaskEvents(
+        self._dask_events = DaskEvents(
             scheduler, settings, signals.submit_log, self._tracker.identity, task_groups
         )
-        signals.export_python_logs(self._events.about)
+        signals.export_python_logs(self._dask_events.about)
         scheduler.handlers["otel_spans_stats"] = self.stats
         if not self._page_served:
             self._page_served = workflows_page.register(scheduler)
@@ -181,10 +182,10 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def _release(self) -> None:
         """Forget every span once closed (see ``Signals._release_metrics`` for why)."""
-        for part in (self._tracker, self._metrics, self._events):
+        for part in (self._tracker, self._metrics, self._dask_events):
             if part is not None:
                 part.clear()
-        self._tracker = self._metrics = self._events = None
+        self._tracker = self._metrics = self._dask_events = None
 
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
@@ -267,8 +268,8 @@ class OtelSpansPlugin(SchedulerPlugin):
     def log_event(self, topic: str, msg: Any) -> None:
         """Dask structured events: worker losses feed the task groups, topics become logs."""
         try:
-            if self._events is not None and self.signals is not None:
-                self._events.log_event(topic, msg)
+            if self._dask_events is not None and self.signals is not None:
+                self._dask_events.log_event(topic, msg)
         except Exception:
             self._internal_error("log_event")
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from otel_spans import semconv
 from otel_spans.config import CodeCapture
-from otel_spans.records import CodeSnippet, CounterDelta, EventRecord, ns
+from otel_spans.records import CodeSnippet, CounterDelta, SpanEventRecord, ns
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -103,12 +103,12 @@ def worker_metric(tags: tuple[str, ...] | None, key: Hashable, value: float) -> 
         metric = cluster_metric
         attrs.append((semconv.ATTR_CONTEXT, context))
         if context == "execute" and middle:
-            attrs.append((semconv.ATTR_TASK_PREFIX, middle))
+            attrs.append((semconv.DASK_TASK_PREFIX, middle))
         elif context == "p2p" and middle:
             attrs.append((semconv.ATTR_P2P_WHERE, middle))
     elif context == "execute":
         metric = execute_metric
-        attrs.append((semconv.ATTR_TASK_PREFIX, middle))
+        attrs.append((semconv.DASK_TASK_PREFIX, middle))
     elif context == "p2p":
         metric = p2p_metric
         attrs.append((semconv.ATTR_P2P_WHERE, middle))
@@ -134,15 +134,12 @@ def growth(
                 yield key, value - before
 
 
-def run_breakdown(
-    own: Mapping[Any, float], idle: float | None, exported: MutableMapping[str, float]
-) -> tuple[tuple[str, float], ...]:
-    """This export's share of a span's own worker metrics, as span attributes.
+def run_totals(own: Mapping[Any, float], idle: float | None) -> dict[str, float]:
+    """A span's own worker metrics so far, as run-breakdown attribute keys.
 
     ``own`` is ``Span._cumulative_worker_metrics`` (the span's own share, not its
     subtree's); ``idle``, for a root, its tree's "idle or other spans" seconds.
-    ``exported`` holds what earlier exports of the span carried, so a continuation
-    carries only its own run; it is updated. O(the span's own metric keys).
+    O(the span's own metric keys).
     """
     totals: dict[str, float] = {}
     for key, value in list(own.items()):
@@ -155,10 +152,17 @@ def run_breakdown(
     if idle is not None:
         name = semconv.DASK_SPAN_RUN_TIME_PREFIX + _attribute_part(semconv.IDLE_ACTIVITY)
         totals[name] = idle
+    return totals
+
+
+def run_shares(
+    totals: Mapping[str, float], exported: Mapping[str, float]
+) -> tuple[tuple[str, float], ...]:
+    """This export's share of :func:`run_totals`: what grew since the ``exported`` totals
+    of the earlier exports, so that a continuation carries only its own run."""
     out = []
     for name, total in totals.items():
         share = total - exported.get(name, 0.0)
-        exported[name] = total
         if share > 0:
             out.append((name, share))
     return tuple(sorted(out))
@@ -209,7 +213,7 @@ def cpu_delta(
     ]
 
 
-def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[EventRecord, ...]:
+def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[SpanEventRecord, ...]:
     """One event per compute/persist/submit whose task groups fed this span.
 
     ``limit`` is the longest code snippet kept (``Settings.code_snippet_length``).
@@ -227,5 +231,5 @@ def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[Ev
         for frames in list(computation.code)[:1]:
             if frames and limit:
                 attrs += ((semconv.DASK_SPAN_CODE_SNIPPET, frames[-1].code[:limit]),)
-        events.append(EventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
+        events.append(SpanEventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
     return tuple(events)

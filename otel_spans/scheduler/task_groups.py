@@ -23,11 +23,11 @@ from otel_spans import ids, semconv
 from otel_spans.records import (
     AttrValue,
     DeferredTask,
-    EventRecord,
     ExceptionRecord,
     GroupRecord,
     LinkRecord,
     LogEntry,
+    SpanEventRecord,
     TaskRecord,
     ns,
     raw_phases,
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 _MAX_WORKERS = 10_000
 #: Most transition events recorded on one erred task span.
 _MAX_STORY_EVENTS = 50
-_SEVERITY_ERROR = 17  # OTel SeverityNumber.ERROR
 #: Most recommendations recorded on one transition event.
 _MAX_RECOMMENDATIONS = 16
 #: Most running tasks remembered as parents of Dask spans they opened.
@@ -121,7 +120,7 @@ def exception_record(
     )
 
 
-def story_event(entry: object) -> EventRecord | None:
+def story_event(entry: object) -> SpanEventRecord | None:
     """One entry of ``Scheduler.story`` as a span event; None for a shape not known.
 
     distributed writes ``(key, start, finish, recommendations, stimulus_id, timestamp)``
@@ -147,7 +146,7 @@ def story_event(entry: object) -> EventRecord | None:
     if isinstance(recommendations, dict) and recommendations:
         texts = tuple(f"{k}: {v}" for k, v in islice(recommendations.items(), _MAX_RECOMMENDATIONS))
         attrs.append((semconv.DASK_TRANSITION_RECOMMENDATIONS, texts))
-    return EventRecord(semconv.EVENT_TRANSITION, ns(timestamp), tuple(attrs))
+    return SpanEventRecord(semconv.EVENT_TRANSITION, ns(timestamp), tuple(attrs))
 
 
 def _int(value: object) -> int:
@@ -316,13 +315,13 @@ class TaskGroups:
         self, ts: TaskState, kwargs: dict[str, Any], span: SpanIdentity, pending: DeferredTask
     ) -> TaskRecord:
         exception = exception_record(kwargs, self.max_length, messages=self.exception_messages)
-        events: tuple[EventRecord, ...] = ()
+        events: tuple[SpanEventRecord, ...] = ()
         if span.stories < self.max_error_stories:
             span.stories += 1
             events = self._story(ts.key)
         return pending.build(exception=exception, events=events)
 
-    def _story(self, key: Any) -> tuple[EventRecord, ...]:
+    def _story(self, key: Any) -> tuple[SpanEventRecord, ...]:
         """The scheduler's transitions of ``key`` (searches its bounded transition log)."""
         # Dask's story of a key also holds other keys' transitions that recommended
         # something for it: only the key's own are its story.
@@ -337,8 +336,8 @@ class TaskGroups:
         assert exc is not None
         return LogEntry(
             time_ns=record.end_ns,
-            severity_number=_SEVERITY_ERROR,
-            severity_text="ERROR",
+            severity_number=semconv.SEVERITY_ERROR.number,
+            severity_text=semconv.SEVERITY_ERROR.text,
             body=f"Task {record.key} erred: {exc.describe()}",
             attributes=(
                 (semconv.DASK_TASK_KEY, record.key),

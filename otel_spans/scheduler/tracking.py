@@ -6,10 +6,11 @@ On the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`):
   output bytes per span and prefix, and hands the run to the task groups;
 * the trace poll (``traces.poll-interval``, :meth:`SpanTracker.poll`) discovers new
   Dask spans and checks the *open* ones (not yet exported, or reopened) for being
-  done. A span that stayed done for ``traces.linger`` is snapshotted into a
-  :class:`SpanRecord` and handed to the exporter thread; cost per poll O(spans that
-  had transitions × their task groups), never O(history), in time slices
-  (:mod:`otel_spans.scheduler.slices`).
+  done. A span that stayed done for ``traces.linger`` is exported: the tracker
+  freezes what it knows into an :class:`~otel_spans.scheduler.span_records.ExportSnapshot`,
+  :mod:`otel_spans.scheduler.span_records` builds the record from it, and the record
+  goes to the exporter thread; cost per poll O(spans that had transitions × their task
+  groups), never O(history), in time slices (:mod:`otel_spans.scheduler.slices`).
 
 A Dask span can become not-done after it was exported (a new sub-span, or a worker
 died holding its only results). Its later work is exported as a *continuation*: a new
@@ -19,25 +20,24 @@ OTel span, child of the first export, linked to the previous export, with its ow
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import time as _time
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from distributed.metrics import time
 
-from otel_spans import ids, semconv
+from otel_spans import ids
 from otel_spans.config import Settings, format_trace_url
-from otel_spans.records import AttrValue, HistogramSample, LinkRecord, LogEntry, SpanRecord, ns
-from otel_spans.scheduler import snapshots, workflow
+from otel_spans.records import AttrValue
+from otel_spans.scheduler import snapshots, span_records, span_state
 from otel_spans.scheduler.callers import CallerContexts
-from otel_spans.scheduler.profiles import WorkflowProfiles
-from otel_spans.scheduler.sampling import Policy
+from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
+from otel_spans.scheduler.span_records import ExportSnapshot
+from otel_spans.scheduler.span_state import MAX_FINISHED_ROOTS, FinishedRoot, TrackedSpan
 from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
 from otel_spans.telemetry.signals import Signals
 
@@ -48,70 +48,6 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger("otel_spans")
-_SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
-
-
-#: Finished workflows remembered for the workflows page.
-MAX_FINISHED_ROOTS = 100
-
-
-class FinishedRoot(NamedTuple):
-    """A finished workflow, as the workflows page lists it."""
-
-    tags: tuple[str, ...]
-    trace_id: int
-    span_id: int
-    start_ns: int
-    end_ns: int
-    #: Its tasks by final state.
-    states: tuple[tuple[str, int], ...]
-    #: Whether its spans were exported (see parent-based sampling).
-    sampled: bool
-
-
-@dataclass(slots=True)
-class TrackedSpan:
-    """What otel-spans remembers of one Dask span (one small object per span)."""
-
-    #: Tags, trace id, OTel span id of the first export, sampling policy.
-    identity: SpanIdentity
-    is_root: bool
-    #: How many times the span was exported so far.
-    exports: int = 0
-    #: OTel span id of the latest export.
-    last_span_id: int = 0
-    #: When the latest export ended (epoch seconds).
-    last_end: float = 0.0
-    #: When new work arrived after the latest export; None while not reopened.
-    reopened_at: float | None = None
-    #: When the poll first saw the span done; None while not done.
-    done_since: float | None = None
-    #: When the span was last exported as done; metrics settle from there.
-    exported_at: float | None = None
-    #: (prefix, final state) -> tasks that reached it.
-    finished: dict[tuple[str, str], int] = field(default_factory=dict)
-    #: prefix -> bytes of outputs produced.
-    output: dict[str, int] = field(default_factory=dict)
-    #: Whether the metrics read this root's CPU while it runs (False once one read
-    #: took longer than a loop slice: then only at its export).
-    live_cpu: bool = True
-    #: Cumulative values already handed over as counter deltas, by metric key.
-    reported: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
-    #: Run-breakdown attributes of earlier exports, summed (see snapshots.run_breakdown).
-    run_exported: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def tags(self) -> tuple[str, ...]:
-        return self.identity.tags
-
-    @property
-    def trace_id(self) -> int:
-        return self.identity.trace_id
-
-    @property
-    def otel_span_id(self) -> int:
-        """OTel span id of the first export (tasks and exemplars point here)."""
-        return self.identity.otel_span_id
 
 
 class SpanTracker:
@@ -216,7 +152,7 @@ class SpanTracker:
                 tags,
                 trace_id,
                 ids.dask_span_id(span.id),
-                self._policy(tags),
+                span_state.task_policy(self._settings.traces.tasks, tags),
                 sampled=sampled,
                 labels=self._metric_labels(root.id),
             )
@@ -235,38 +171,8 @@ class SpanTracker:
         if settings.trace_url is not None:
             url = format_trace_url(settings.trace_url, identity.trace_id, identity.otel_span_id)
             logger.info("otel-spans: workflow %r started: %s", "/".join(identity.tags), url)
-        if not settings.logs.target.enabled:
-            return
-        attributes: tuple[tuple[str, Any], ...] = (
-            (semconv.DASK_SPAN_ID, root.id),
-            (semconv.DASK_SPAN_TAGS, identity.tags),
-            (semconv.DASK_SPAN_NAME, "/".join(identity.tags)),
-        )
-        if url is not None:
-            attributes += ((semconv.URL_FULL, url),)
-        self._signals.submit_log(
-            LogEntry(
-                time_ns=ns(root.enqueued),
-                severity_number=_SEVERITY_INFO,
-                severity_text="INFO",
-                body=f"workflow {'/'.join(identity.tags)!r} started, trace "
-                f"{identity.trace_id:032x}" + (f": {url}" if url else ""),
-                attributes=attributes,
-                event_name=semconv.LOG_SPAN_STARTED,
-                trace_id=identity.trace_id,
-                span_id=identity.otel_span_id,
-            )
-        )
-
-    def _policy(self, tags: tuple[str, ...]) -> Policy:
-        tasks = self._settings.traces.tasks
-        mode = tasks.mode
-        name = "/".join(tags)
-        for rule in tasks.rules:
-            if fnmatch.fnmatchcase(name, rule.match):
-                mode = rule.mode
-                break
-        return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace, tasks.min_duration)
+        if settings.logs.target.enabled:
+            self._signals.submit_log(span_records.started_log(root, identity, url))
 
     # -- transitions (hot path) -------------------------------------------------------------
     def became_active(self, uuid: str, track: TrackedSpan) -> None:
@@ -428,7 +334,15 @@ class SpanTracker:
     # -- export ---------------------------------------------------------------------------
     def _export(self, span: Span, track: TrackedSpan, *, done: bool) -> None:
         signals = self._signals
-        record = self._record(span, track, done=done)
+        record, run_totals = span_records.span_record(
+            span,
+            self._snapshot(span, track, done=done),
+            scheduler=self._scheduler,
+            settings=self._settings,
+            full=signals.traces_enabled,
+            finished_of=self._finished_of,
+        )
+        track.run_exported.update(run_totals)
         sampled = track.identity.sampled
         if sampled:
             signals.submit_span(record)
@@ -437,43 +351,10 @@ class SpanTracker:
         if self.task_groups is not None:
             self.task_groups.export_groups(list(span.groups), track.identity, span.enqueued)
         # Exemplars point at this span only when it is exported.
-        trace_id, span_id = (track.trace_id, record.span_id) if sampled else (0, 0)
-        for key, value in record.extra:
-            if key == semconv.WORKFLOW_EFFICIENCY and isinstance(value, float):
-                signals.submit_sample(
-                    HistogramSample(
-                        semconv.M_WORKFLOW_EFFICIENCY,
-                        track.tags,
-                        track.identity.labels,
-                        value,
-                        trace_id,
-                        span_id,
-                    )
-                )
-        if done:
-            seconds = (record.end_ns - record.start_ns) / 1e9
-            signals.submit_sample(
-                HistogramSample(
-                    semconv.M_SPAN_DURATION,
-                    track.tags,
-                    track.identity.labels,
-                    seconds,
-                    trace_id,
-                    span_id,
-                )
-            )
+        for sample in span_records.export_samples(record, track.identity, sampled=sampled):
+            signals.submit_sample(sample)
         if done and track.is_root:
-            self.finished_roots.append(
-                FinishedRoot(
-                    track.tags,
-                    track.trace_id,
-                    track.otel_span_id,
-                    record.start_ns,
-                    record.end_ns,
-                    record.states,
-                    sampled,
-                )
-            )
+            self.finished_roots.append(FinishedRoot.of(record, track.identity, sampled=sampled))
             if sampled and self.profiles is not None:
                 self.profiles.workflow_finished(
                     span, track.trace_id, record.span_id, record.start_ns / 1e9, record.end_ns / 1e9
@@ -492,6 +373,35 @@ class SpanTracker:
             snapshots.cpu_delta(track.tags, track.reported, record.active_cpu_seconds)
         )
 
+    def _finished_of(self, uuid: str) -> dict[tuple[str, str], int] | None:
+        track = self.tracks.get(uuid)
+        return track.finished if track is not None else None
+
+    def _snapshot(self, span: Span, track: TrackedSpan, *, done: bool) -> ExportSnapshot:
+        """What the record of this export is built from: the tracker's side of it."""
+        continuation = track.exports
+        workflow_attributes: tuple[tuple[str, AttrValue], ...] = ()
+        client = user = None
+        if self._signals.traces_enabled:  # span attributes only: O(depth) for the root
+            root_uuid = snapshots.root_of(span).id
+            workflow_attributes = tuple(sorted(self._workflow_attributes(root_uuid).items()))
+            origin = self.callers.origin(root_uuid)
+            if origin is not None and track.is_root:
+                client, user = origin.client, origin.user
+        return ExportSnapshot(
+            identity=track.identity,
+            is_root=track.is_root,
+            done=done,
+            continuation=continuation,
+            previous_span_id=track.last_span_id,
+            resumed_at=track.reopened_at if track.reopened_at is not None else track.last_end,
+            caller=self.callers.get(span.id) if not continuation else None,
+            workflow_attributes=workflow_attributes,
+            client_id=client,
+            client_user=user,
+            run_exported=track.run_exported,
+        )
+
     def _workflow_attributes(self, root_uuid: str) -> dict[str, AttrValue]:
         """The workflow's attributes: configured, then given (given win)."""
         attributes: dict[str, AttrValue] = dict(self._settings.workflow_attributes)
@@ -506,124 +416,4 @@ class SpanTracker:
         allowed = self._settings.metrics.attribute_labels
         if not allowed:
             return ()
-        attributes = self._workflow_attributes(root_uuid)
-        return tuple(
-            (name, _label_value(attributes[name])) for name in allowed if name in attributes
-        )
-
-    def _origin_attributes(self, span: Span, track: TrackedSpan) -> tuple[tuple[str, Any], ...]:
-        """The workflow's attributes on each of its spans; who started it on its root.
-        O(depth) for the root's uuid."""
-        root_uuid = snapshots.root_of(span).id
-        attributes = self._workflow_attributes(root_uuid)
-        out: tuple[tuple[str, Any], ...] = ()
-        origin = self.callers.origin(root_uuid)
-        if origin is not None and track.is_root:
-            if origin.client is not None:
-                out += ((semconv.DASK_CLIENT_ID, origin.client),)
-            if origin.user is not None:
-                out += ((semconv.DASK_CLIENT_USER, origin.user),)
-        return tuple(sorted(attributes.items())) + out
-
-    def _record(self, span: Span, track: TrackedSpan, *, done: bool) -> SpanRecord:
-        """Snapshot a Dask span; O(task groups in its subtree).
-
-        Without traces only what the metrics read is filled in (ids, times, CPU, the
-        workflow analysis): the subtree walks feed span attributes alone.
-        """
-        settings = self._settings
-        full = self._signals.traces_enabled
-        continuation = track.exports
-        if continuation:
-            span_id = ids.continuation_span_id(span.id, continuation)
-            parent_span_id = track.otel_span_id
-            start = track.reopened_at if track.reopened_at is not None else track.last_end
-        else:
-            span_id = track.otel_span_id
-            parent = span.parent
-            parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
-            start = span.enqueued
-        links: tuple[LinkRecord, ...] = ()
-        parent_remote = False
-        caller = self.callers.get(span.id) if not continuation else None
-        if caller is not None:
-            if caller.as_link or (not track.is_root and caller.trace_id != track.trace_id):
-                # a link: asked for, or the task that opened a nested span is in another
-                # trace (a tree keeps one trace id: its ids are derived from it)
-                kind = ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_CALLER),)
-                flags, remote = caller.trace_flags, caller.remote
-                links = (LinkRecord(caller.trace_id, caller.span_id, kind, flags, remote),)
-            else:
-                parent_span_id = caller.span_id
-                parent_remote = caller.remote
-        stop = span.stop
-        groups = list(span.traverse_groups()) if full else []
-        states: dict[str, int] = {}
-        for node in span.traverse_spans() if full else ():
-            node_track = self.tracks.get(node.id)
-            if node_track is not None:
-                for (_, state), count in node_track.finished.items():
-                    states[state] = states.get(state, 0) + count
-        if full and not done:
-            for state, count in snapshots.pending_states(span).items():
-                states[state] = states.get(state, 0) + count
-        events = (
-            snapshots.computation_events(self._scheduler, span, settings.code_snippet_length)
-            if full and not continuation
-            else ()
-        )
-        # Dask computes each of these by walking the whole subtree (a root with 5,000
-        # sub-spans: tens of ms each): read once per export.
-        active_cpu_seconds = span.active_cpu_seconds
-        extra: tuple[tuple[str, Any], ...] = ()
-        idle = None
-        if track.is_root and done:
-            intervals = span.nthreads_intervals
-            busy, idle = snapshots.busy_and_idle(span.cumulative_worker_metrics)
-            extra = workflow.analysis_attributes(
-                span,
-                stop=stop,
-                intervals=intervals,
-                metrics_busy=busy,
-                metrics_idle=idle,
-                submitted_at=lambda tg: snapshots.submitted_at(self._scheduler, tg),
-            )
-            if full:
-                events += workflow.nthreads_events(intervals)
-        if full:
-            extra += self._origin_attributes(span, track)
-            extra += snapshots.run_breakdown(
-                span._cumulative_worker_metrics, idle, track.run_exported
-            )
-        return SpanRecord(
-            uuid=span.id,
-            tags=track.tags,
-            trace_id=track.trace_id,
-            span_id=span_id,
-            parent_span_id=parent_span_id,
-            continuation=continuation,
-            previous_span_id=track.last_span_id if continuation else 0,
-            start_ns=ns(start),
-            end_ns=ns(max(stop, start)),
-            enqueued_ns=ns(span.enqueued),
-            compute_start_ns=ns(span.start),
-            done=done,
-            states=tuple(sorted(states.items())),
-            tasks=sum(len(tg) for tg in groups),
-            task_groups=len(groups),
-            nbytes=sum(tg.nbytes_total for tg in groups),
-            task_duration=sum(tg.duration for tg in groups),
-            active_cpu_seconds=active_cpu_seconds,
-            code=snapshots.code_snippets(span, settings.capture.code, settings.code_snippet_length)
-            if full
-            else (),
-            events=events,
-            links=links,
-            extra=extra,
-            parent_remote=parent_remote,
-        )
-
-
-def _label_value(value: AttrValue) -> str:
-    """A workflow attribute's value as a metric attribute (a string, as in PromQL)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
+        return span_state.metric_labels(allowed, self._workflow_attributes(root_uuid))

@@ -19,7 +19,7 @@ from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.export.senders import make_request_sender
 from otel_spans.records import LogEntry, ProfileRecord
 from otel_spans.settings import RecordLimits, Settings
-from otel_spans.telemetry import profiles
+from otel_spans.telemetry import folded_stacks
 
 _MAX_DEPTH = 4
 _MAX_ITEMS = 100
@@ -95,7 +95,7 @@ class LogEncoder:
         by_scope: dict[str, list[bytes]] = {}
         for source in batch:
             entry = (
-                profiles.log_entry(source, self._profile_length)
+                folded_stacks.log_entry(source, self._profile_length)
                 if isinstance(source, ProfileRecord)
                 else source
             )

@@ -127,7 +127,7 @@ class MetricsState:
         attrs = self._task_labels.get(key)
         if attrs is None:
             attrs = self._task_labels[key] = self.labels(
-                tags, ((semconv.ATTR_TASK_PREFIX, prefix), *labels)
+                tags, ((semconv.DASK_TASK_PREFIX, prefix), *labels)
             )
         return attrs
 
@@ -140,7 +140,7 @@ class MetricsState:
             root = tags[0][:MAX_LABEL_LENGTH] if tags else ""
             out.append((semconv.ATTR_SPAN_ROOT, self.span_names(root)))
         for key, value in attributes:
-            if key == semconv.ATTR_TASK_PREFIX:
+            if key == semconv.DASK_TASK_PREFIX:
                 value = self.prefixes(value[:MAX_LABEL_LENGTH])
             else:
                 limiter = self.workflow_labels.get(key)
@@ -233,7 +233,7 @@ class MetricsState:
     def overflow(self) -> dict[str, int]:
         return {
             semconv.DASK_SPAN_NAME: self.span_names.overflowed,
-            semconv.ATTR_TASK_PREFIX: self.prefixes.overflowed,
+            semconv.DASK_TASK_PREFIX: self.prefixes.overflowed,
             **{name: limiter.overflowed for name, limiter in self.workflow_labels.items()},
             semconv.LIMITED_SERIES: sum(self._folded.values()),
         }
@@ -294,8 +294,8 @@ class Instruments:
                 description="Cost of the thread time the cluster made available, by share",
             )
         self._histograms: dict[str, Histogram] = {
-            semconv.M_WORKFLOW_EFFICIENCY: meter.create_histogram(
-                semconv.M_WORKFLOW_EFFICIENCY,
+            semconv.WORKFLOW_EFFICIENCY: meter.create_histogram(
+                semconv.WORKFLOW_EFFICIENCY,
                 unit=semconv.UNIT_RATIO,
                 description="Share of the thread time available to a workflow its tasks used",
                 explicit_bucket_boundaries_advisory=EFFICIENCY_BUCKETS,

@@ -40,13 +40,12 @@ About = Callable[[object], tuple[int, int] | None]
 _MAX_ARGS_LOOKED_UP = 4
 #: Python level -> OTel SeverityNumber at that level (DEBUG, INFO, WARN, ERROR, FATAL).
 _SEVERITIES = (
-    (logging.CRITICAL, 21),
-    (logging.ERROR, 17),
-    (logging.WARNING, 13),
-    (logging.INFO, 9),
-    (logging.DEBUG, 5),
+    (logging.CRITICAL, semconv.SEVERITY_FATAL.number),
+    (logging.ERROR, semconv.SEVERITY_ERROR.number),
+    (logging.WARNING, semconv.SEVERITY_WARN.number),
+    (logging.INFO, semconv.SEVERITY_INFO.number),
+    (logging.DEBUG, semconv.SEVERITY_DEBUG.number),
 )
-_SEVERITY_TRACE = 1
 
 
 def severity_number(levelno: int) -> int:
@@ -55,7 +54,7 @@ def severity_number(levelno: int) -> int:
     for level, number in _SEVERITIES:
         if levelno >= level:
             return number + min((levelno - level + 4) // 5, 3)
-    return _SEVERITY_TRACE
+    return semconv.SEVERITY_TRACE.number
 
 
 class PythonLogs:

@@ -13,9 +13,9 @@ from otel_spans.export import wire
 from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, WireEvent, WireLink
 from otel_spans.records import (
     AttrValue,
-    EventRecord,
     GroupRecord,
     LinkRecord,
+    SpanEventRecord,
     SpanRecord,
     TaskRecord,
 )
@@ -49,8 +49,26 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
         attrs[semconv.DASK_SPAN_COMPUTE_START] = record.compute_start_ns
     if record.continuation:
         attrs[semconv.DASK_SPAN_CONTINUATION] = record.continuation
-    for key, value in record.extra:
+    analysis = record.analysis
+    if analysis is not None:
+        attrs[semconv.WORKFLOW_SEQUENTIAL_TIME] = analysis.sequential_time
+        attrs[semconv.WORKFLOW_CRITICAL_PATH_GROUPS] = analysis.critical_path_groups
+        attrs[semconv.WORKFLOW_CRITICAL_PATH_LENGTH] = analysis.critical_path_length
+        if analysis.efficiency is not None:
+            attrs[semconv.WORKFLOW_EFFICIENCY] = analysis.efficiency
+        if analysis.speedup is not None:
+            attrs[semconv.WORKFLOW_SPEEDUP] = analysis.speedup
+        attrs[semconv.WORKFLOW_BOTTLENECKS] = analysis.bottlenecks
+        if analysis.bottleneck_shares is not None:
+            attrs[semconv.WORKFLOW_BOTTLENECK_SHARES] = analysis.bottleneck_shares
+    for key, value in record.workflow_attributes:
         attrs[key] = value
+    if record.client_id is not None:
+        attrs[semconv.DASK_CLIENT_ID] = record.client_id
+    if record.client_user is not None:
+        attrs[semconv.DASK_CLIENT_USER] = record.client_user
+    for key, share in record.run_breakdown:
+        attrs[key] = share
     if record.code:  # already cut and redacted as configured (snapshots.code_snippets)
         first = record.code[0]
         if first.code:
@@ -114,7 +132,7 @@ def dask_span(record: SpanRecord, *, limits: RecordLimits) -> bytes:
     )
 
 
-def _events(records: tuple[EventRecord, ...]) -> list[WireEvent]:
+def _events(records: tuple[SpanEventRecord, ...]) -> list[WireEvent]:
     return [WireEvent(e.name, e.time_ns, dict(e.attributes)) for e in records]
 
 

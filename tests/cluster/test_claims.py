@@ -22,7 +22,7 @@ from otel_spans import semconv
 from otel_spans.config import Settings
 from otel_spans.export.resource import build_resource
 from otel_spans.records import CounterDelta
-from otel_spans.scheduler import metrics_reader, tracking
+from otel_spans.scheduler import metrics_tick, tracking
 from otel_spans.scheduler.slices import LOOP_BUDGET
 from otel_spans.telemetry.metrics import Instruments, MetricsState
 from tests.servers.otlp_receiver import OtlpReceiver
@@ -175,7 +175,7 @@ def metrics() -> Iterator[Callable[[], dict[tuple[str, Any], float]]]:
         CounterDelta(
             semconv.M_SPAN_TASKS,
             ("workflow",),
-            ((semconv.ATTR_TASK_PREFIX, p), (semconv.ATTR_TASK_STATE, "memory")),
+            ((semconv.DASK_TASK_PREFIX, p), (semconv.DASK_TASK_STATE, "memory")),
             10.0,
         )
         for p in prefixes
@@ -201,7 +201,7 @@ def test_max_prefixes_folds_later_prefixes_into_overflow_and_counts_them(
 ) -> None:
     points = metrics()
     by_prefix = {
-        dict(attrs)[semconv.ATTR_TASK_PREFIX]: value
+        dict(attrs)[semconv.DASK_TASK_PREFIX]: value
         for (name, attrs), value in points.items()
         if name == semconv.M_SPAN_TASKS
     }
@@ -217,7 +217,7 @@ def test_max_prefixes_folds_later_prefixes_into_overflow_and_counts_them(
         for (name, attrs), value in points.items()
         if name == semconv.M_OVERFLOW
     }
-    assert overflow[semconv.ATTR_TASK_PREFIX] == 2
+    assert overflow[semconv.DASK_TASK_PREFIX] == 2
 
 
 # -- what leaves the cluster ------------------------------------------------------------------
@@ -305,7 +305,7 @@ async def test_the_poll_and_the_metrics_slice_hold_the_loop_5_ms_at_a_time(
 
     monkeypatch.setattr(tracking.SpanTracker, "_export", timed_export)
     monkeypatch.setattr(
-        metrics_reader.MetricsReader, "tick", timed("tick", metrics_reader.MetricsReader.tick)
+        metrics_tick.SpanMetricsTick, "tick", timed("tick", metrics_tick.SpanMetricsTick.tick)
     )
     n = 5000
     config = {

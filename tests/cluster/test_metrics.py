@@ -137,10 +137,10 @@ async def test_sliced_passes_lose_nothing(
     """With no time budget at all, every poll and metrics pass reads one span per loop
     iteration: the passes continue across iterations, every span gets its turn (a
     span that keeps lingering does not starve the others) and the totals match."""
-    from otel_spans.scheduler import metrics_reader, tracking
+    from otel_spans.scheduler import metrics_tick, tracking
 
     monkeypatch.setattr(tracking, "LOOP_BUDGET", 0.0)
-    monkeypatch.setattr(metrics_reader, "LOOP_BUDGET", 0.0)
+    monkeypatch.setattr(metrics_tick, "LOOP_BUDGET", 0.0)
     config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, **FAST_METRICS}
     async with traced_cluster(config) as c:
         plugin = c.scheduler.plugins["otel-spans"]

@@ -17,7 +17,7 @@ from otel_spans import ids, semconv
 from otel_spans.config import ConfigError, Settings
 from otel_spans.records import ProfileRecord
 from otel_spans.report import flame
-from otel_spans.telemetry import profiles
+from otel_spans.telemetry import folded_stacks
 from tests.support.cluster import await_until, cluster_test, stats, traced_cluster
 from tests.support.report import run_report
 from tests.support.tasks import nap
@@ -159,7 +159,7 @@ def test_fold_puts_samples_on_the_frame_that_ran_where_dask_says_which() -> None
     worker_a = _root(8, _node("main", 7, _node("hot", 0)))
     worker_b = _root(7, _node("main", 7, _node("hot", 0), _node("warm", 0)))
     main = "main (pkg/main.py:1)"
-    assert profiles.fold([worker_a, worker_b]) == {
+    assert folded_stacks.fold([worker_a, worker_b]) == {
         f"{main};hot (pkg/hot.py:1)": 7,  # one callee: exact
         main: 1 + 7,  # main itself, and b's two callees, which cannot be told apart
     }
@@ -168,16 +168,16 @@ def test_fold_puts_samples_on_the_frame_that_ran_where_dask_says_which() -> None
 def test_fold_skips_what_is_malformed() -> None:
     bad_child = {"identifier": "x", "count": "many", "children": "none"}
     tree = _root(3, _node("main", 3), bad_child)
-    assert profiles.fold([tree, None, "text", {"children": 5}]) == {"main (pkg/main.py:1)": 3}
+    assert folded_stacks.fold([tree, None, "text", {"children": 5}]) == {"main (pkg/main.py:1)": 3}
 
 
 def test_folded_text_sums_what_does_not_fit_and_counts_it() -> None:
     stacks = {f"frame{i:03d};leaf": 1000 - i for i in range(200)}
-    text, folded = profiles.folded_text(stacks, 1024)
+    text, folded = folded_stacks.folded_text(stacks, 1024)
     assert len(text) <= 1024
     lines = text.splitlines()
     assert lines[0] == "frame000;leaf 1000"  # heaviest first
-    assert lines[-1].startswith(profiles.OTHER_STACKS + " ")
+    assert lines[-1].startswith(folded_stacks.OTHER_STACKS + " ")
     kept = len(lines) - 1
     assert folded == 200 - kept > 0
     # nothing is lost: every sample is in a line
@@ -187,7 +187,7 @@ def test_folded_text_sums_what_does_not_fit_and_counts_it() -> None:
 def test_the_log_entry_carries_the_whole_budget() -> None:
     tree = _root(4, _node("main", 4, _node("work", 0)))
     record = ProfileRecord(1, 2, 3, "uuid", ("nightly",), "crunch", (tree,))
-    entry = profiles.log_entry(record, 65536)
+    entry = folded_stacks.log_entry(record, 65536)
     assert entry.body == "main (pkg/main.py:1);work (pkg/work.py:1) 4"
     assert entry.body_length == 65536 and entry.event_name == semconv.LOG_PROFILE
     assert dict(entry.attributes)[semconv.DASK_PROFILE_SAMPLES] == 4

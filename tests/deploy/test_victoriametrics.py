@@ -48,9 +48,9 @@ async def test_pushed_metrics_are_queryable_with_the_values_of_the_workload(
             assert await client.gather(futures) == list(range(1, TASKS + 1))
 
         tasks_metric = "dask_span_tasks_total"
-        state = otlp_label_name(semconv.ATTR_TASK_STATE)
+        state = otlp_label_name(semconv.DASK_TASK_STATE)
         name = otlp_label_name(semconv.DASK_SPAN_NAME)
-        prefix = otlp_label_name(semconv.ATTR_TASK_PREFIX)
+        prefix = otlp_label_name(semconv.DASK_TASK_PREFIX)
         promql = f'sum({tasks_metric}{{{name}="{WORKFLOW}",{state}="memory",{prefix}="vm-inc"}})'
 
         def finished_tasks() -> float | None:

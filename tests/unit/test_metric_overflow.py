@@ -64,7 +64,7 @@ def test_every_series_the_sdk_folds_is_counted(
         CounterDelta(
             semconv.M_EXECUTE_TIME,
             (f"workflow-{s}",),
-            ((semconv.ATTR_TASK_PREFIX, f"prefix-{p}"), (semconv.ATTR_ACTIVITY, f"act-{a}")),
+            ((semconv.DASK_TASK_PREFIX, f"prefix-{p}"), (semconv.ATTR_ACTIVITY, f"act-{a}")),
             float(i + 1),
         )
         for i, (s, p, a) in enumerate(combinations)
@@ -86,7 +86,7 @@ def test_every_series_the_sdk_folds_is_counted(
         }
         assert counted[semconv.LIMITED_SERIES] == len(combinations) - LIMIT
         # our own budget replaced nothing: 25 names and 16 prefixes are within it
-        assert counted[semconv.DASK_SPAN_NAME] == counted[semconv.ATTR_TASK_PREFIX] == 0
+        assert counted[semconv.DASK_SPAN_NAME] == counted[semconv.DASK_TASK_PREFIX] == 0
     (warning,) = [r for r in caplog.records if "max-series" in r.getMessage()]
     assert semconv.M_EXECUTE_TIME in warning.getMessage()
 
@@ -99,7 +99,7 @@ def test_nothing_is_counted_within_the_limit(
         CounterDelta(
             semconv.M_EXECUTE_TIME,
             (f"workflow-{s}",),
-            ((semconv.ATTR_TASK_PREFIX, "p"), (semconv.ATTR_ACTIVITY, "a")),
+            ((semconv.DASK_TASK_PREFIX, "p"), (semconv.ATTR_ACTIVITY, "a")),
             1.0,
         )
         for s in range(LIMIT)
@@ -121,7 +121,7 @@ def test_our_budget_and_the_sdk_limit_are_counted_apart(
         CounterDelta(
             semconv.M_SPAN_TASKS,
             (f"workflow-{s}",),
-            ((semconv.ATTR_TASK_PREFIX, "p"), (semconv.ATTR_TASK_STATE, "memory")),
+            ((semconv.DASK_TASK_PREFIX, "p"), (semconv.DASK_TASK_STATE, "memory")),
             1.0,
         )
         for s in range(50)

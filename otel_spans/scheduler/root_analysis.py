@@ -1,13 +1,16 @@
-"""Why a workflow took as long as it did, computed on the scheduler when its root finishes.
+"""A finished root Dask span read into the analysis model, and analysed, on the scheduler.
 
-Task-level data is sampled (see :mod:`otel_spans.scheduler.sampling`), so the scheduler analyses
-the workflow at the granularity it keeps in full: task groups. Each group counts as one
-step from its first compute start to its last compute end, linked to the groups it
-depends on; the critical path through that graph names the groups that set the wall
-time. Efficiency and bottlenecks use the exact compute time Dask sums per group.
+When a root is exported done, this reads its live ``Span``/``TaskGroup`` objects (on
+the event loop) into a :class:`~otel_spans.analysis.model.Workflow` and runs the pure
+analysis of :mod:`otel_spans.analysis.workflow` over it; the result is the root's
+:class:`~otel_spans.records.WorkflowAnalysis` record and its thread-count events.
 
-Dask side (reads live ``Span``/``TaskGroup`` objects on the event loop); the pure
-critical-path walk is :func:`otel_spans.analysis.workflow.critical_path`.
+Task-level data is sampled (see :mod:`otel_spans.scheduler.sampling`), so the model is
+built at the granularity the scheduler keeps in full: task groups. Each group counts
+as one step from its first compute start to its last compute end, linked to the
+groups it depends on; the critical path through that graph names the groups that set
+the wall time. Efficiency and bottlenecks use the exact compute time Dask sums per
+group.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING
 from otel_spans import semconv
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
 from otel_spans.analysis.workflow import busy_seconds, critical_path, parallel_efficiency
-from otel_spans.records import AttrValue, EventRecord, ns
+from otel_spans.records import SpanEventRecord, WorkflowAnalysis, ns
 
 if TYPE_CHECKING:
     from distributed.scheduler import TaskGroup
@@ -72,7 +75,7 @@ def group_workflow(
     )
 
 
-def analysis_attributes(
+def analyse_root(
     root: Span,
     *,
     stop: float,
@@ -80,11 +83,11 @@ def analysis_attributes(
     metrics_busy: float,
     metrics_idle: float,
     submitted_at: Callable[[TaskGroup], float | None] = lambda tg: None,
-) -> tuple[tuple[str, AttrValue], ...]:
-    """Critical path, efficiency and bottlenecks of a finished root, as span attributes
-    (``stop``, ``intervals``: the root's own, read once; ``metrics_busy`` and
-    ``metrics_idle``: :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its tree,
-    Dask's split of the thread-seconds the cluster offered it).
+) -> WorkflowAnalysis:
+    """Critical path, efficiency and bottlenecks of a finished root (``stop``,
+    ``intervals``: the root's own, read once; ``metrics_busy`` and ``metrics_idle``:
+    :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its tree, Dask's split of
+    the thread-seconds the cluster offered it).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
     offered thread-seconds, busy never less than the tasks' compute time."""
@@ -96,38 +99,34 @@ def analysis_attributes(
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
     path = critical_path(group_workflow(root, stop, intervals, submitted_at))
-    attrs: list[tuple[str, AttrValue]] = [
-        (semconv.WORKFLOW_SEQUENTIAL_TIME, sequential),
-        (semconv.WORKFLOW_CRITICAL_PATH_GROUPS, tuple(step.task.key for step in path.steps)),
-        (semconv.WORKFLOW_CRITICAL_PATH_LENGTH, path.length_s),
-    ]
-    efficiency = parallel_efficiency(
-        busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
-    )
-    if efficiency is not None:
-        attrs.append((semconv.WORKFLOW_EFFICIENCY, efficiency))
-    if wall > 0:
-        attrs.append((semconv.WORKFLOW_SPEEDUP, sequential / wall))
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
-    attrs.append((semconv.WORKFLOW_BOTTLENECKS, tuple(p for p, _ in ranked[:MAX_BOTTLENECKS])))
-    if sequential:
-        shares = tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
-        attrs.append((semconv.WORKFLOW_BOTTLENECK_SHARES, shares))
-    return tuple(attrs)
+    return WorkflowAnalysis(
+        sequential_time=sequential,
+        critical_path_groups=tuple(step.task.key for step in path.steps),
+        critical_path_length=path.length_s,
+        efficiency=parallel_efficiency(
+            busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
+        ),
+        speedup=sequential / wall if wall > 0 else None,
+        bottlenecks=tuple(p for p, _ in ranked[:MAX_BOTTLENECKS]),
+        bottleneck_shares=tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
+        if sequential
+        else None,
+    )
 
 
 def _ns_or_none(seconds: float | None) -> int | None:
     return ns(seconds) if seconds else None
 
 
-def nthreads_events(intervals: Intervals) -> tuple[EventRecord, ...]:
+def nthreads_events(intervals: Intervals) -> tuple[SpanEventRecord, ...]:
     """One event per change of the cluster's thread count while the root ran."""
     events = []
     last = None
     for t0, _, n in intervals:
         if n != last:
             events.append(
-                EventRecord(semconv.EVENT_NTHREADS, ns(t0), ((semconv.DASK_NTHREADS, n),))
+                SpanEventRecord(semconv.EVENT_NTHREADS, ns(t0), ((semconv.DASK_NTHREADS, n),))
             )
             last = n
     return tuple(events[:MAX_NTHREADS_EVENTS])

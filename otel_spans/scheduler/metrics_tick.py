@@ -20,18 +20,19 @@ from otel_spans.config import Settings
 from otel_spans.records import Attrs, CounterDelta, GaugeValue
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
-from otel_spans.scheduler.tracking import SpanTracker, TrackedSpan
+from otel_spans.scheduler.span_state import TrackedSpan
+from otel_spans.scheduler.tracking import SpanTracker
 from otel_spans.telemetry.signals import Signals
 
 if TYPE_CHECKING:
     from distributed import Scheduler
     from distributed.spans import Span
 
-_PREFIX = semconv.ATTR_TASK_PREFIX
-_STATE = semconv.ATTR_TASK_STATE
+_PREFIX = semconv.DASK_TASK_PREFIX
+_STATE = semconv.DASK_TASK_STATE
 
 
-class MetricsReader:
+class SpanMetricsTick:
     """Reads live spans' cumulative values in time slices (see :meth:`tick`)."""
 
     def __init__(

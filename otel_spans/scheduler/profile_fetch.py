@@ -1,4 +1,5 @@
-"""Hot code of finished workflows (``otel-spans.profile``, off by default).
+"""Fetching finished workflows' hot code from the workers (``otel-spans.profile``, off by
+default).
 
 Workers already sample their task threads (``distributed.worker.profile``, every 10 ms)
 and keep one call tree per task prefix and profile cycle (1 s) for the last thousand

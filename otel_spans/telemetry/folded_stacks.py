@@ -24,7 +24,6 @@ OTHER_STACKS = "(other stacks)"
 UNKNOWN_FRAME = "(one of the outermost frames)"
 #: Frames kept per stack, outermost first (deeper frames are counted at the last kept).
 MAX_DEPTH = 128
-_SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
 #: Package roots whose path before them says nothing (site-packages/pandas/... -> pandas/...).
 _PACKAGE_ROOTS = ("site-packages/", "dist-packages/")
 
@@ -128,8 +127,8 @@ def log_entry(record: ProfileRecord, max_length: int) -> LogEntry:
     name = "/".join(record.tags)
     return LogEntry(
         time_ns=record.time_ns,
-        severity_number=_SEVERITY_INFO,
-        severity_text="INFO",
+        severity_number=semconv.SEVERITY_INFO.number,
+        severity_text=semconv.SEVERITY_INFO.text,
         body=text,
         attributes=(
             (semconv.DASK_SPAN_ID, record.dask_span_id),

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 _MAX_TOPICS = 1000
 #: Most recent worker removals remembered (to handle each once).
 _MAX_REMOVALS = 1000
-_SEVERITY_INFO = 9  # OTel SeverityNumber.INFO
 #: Actions Dask logs twice, as two messages: under a worker's or client's own topic and
 #: under "all" (``Scheduler.add_worker``, ``remove_worker``, ``restart_workers``).
 #: Exported once, under "all"; every other per-worker event is logged only there.
@@ -96,11 +95,11 @@ class DaskEvents:
         self._submit(
             LogEntry(
                 time_ns=ns(time()),
-                severity_number=_SEVERITY_INFO,
-                severity_text="INFO",
+                severity_number=semconv.SEVERITY_INFO.number,
+                severity_text=semconv.SEVERITY_INFO.text,
                 body=self._body(msg),
                 attributes=attributes,
-                event_name=semconv.LOG_EVENT_NAME,
+                event_name=semconv.LOG_DASK_EVENT,
                 trace_id=trace_id,
                 span_id=span_id,
             )

@@ -1,0 +1,235 @@
+"""Building the records of a Dask span's exports: pure functions of a snapshot.
+
+:class:`~otel_spans.scheduler.tracking.SpanTracker` decides *when* a span is exported
+and which export it is (the first, or the n-th continuation); it freezes what it knows
+into an :class:`ExportSnapshot` and calls :func:`span_record`, which reads the Dask
+``Span`` (a read-only view of the extension's state) and returns the record without
+changing anything. The tracker then applies what the export means for its state.
+
+Runs on the scheduler's event loop; never keeps a reference to a Dask object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from otel_spans import ids, semconv
+from otel_spans.config import Settings
+from otel_spans.records import (
+    AttrValue,
+    HistogramSample,
+    LinkRecord,
+    LogEntry,
+    SpanEventRecord,
+    SpanRecord,
+    WorkflowAnalysis,
+    ns,
+)
+from otel_spans.scheduler import snapshots
+from otel_spans.scheduler.callers import Caller
+from otel_spans.scheduler.root_analysis import analyse_root, nthreads_events
+from otel_spans.scheduler.task_groups import SpanIdentity
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+    from distributed.spans import Span
+
+#: A Dask span uuid -> its tasks that reached a final state, by (prefix, final state);
+#: None for a span that is not tracked.
+FinishedOf = Callable[[str], Mapping[tuple[str, str], int] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSnapshot:
+    """What the tracker knows of one export of a Dask span, frozen when it exports."""
+
+    identity: SpanIdentity
+    is_root: bool
+    #: False when exported unfinished (at shutdown).
+    done: bool
+    #: Exports of the span before this one: 0 for the first export, n for the n-th
+    #: continuation.
+    continuation: int
+    #: OTel span id of the previous export; 0 for the first.
+    previous_span_id: int
+    #: Where a continuation starts (when new work arrived, else where the previous
+    #: export ended), epoch seconds; unused by the first export, which starts at
+    #: ``Span.enqueued``.
+    resumed_at: float
+    #: The caller's span the first export hangs under or links to; None for
+    #: continuations and for spans without one.
+    caller: Caller | None
+    #: The workflow's attributes, sorted, and who started it (roots only); left empty
+    #: by the tracker when traces are off (only span attributes read them).
+    workflow_attributes: tuple[tuple[str, AttrValue], ...]
+    client_id: str | None
+    client_user: str | None
+    #: Run-breakdown totals carried by the earlier exports (read, never changed).
+    run_exported: Mapping[str, float]
+
+
+class SpanExport(NamedTuple):
+    """A built record, and the run-breakdown totals it accounts for (the tracker's
+    :attr:`ExportSnapshot.run_exported` for the next export)."""
+
+    record: SpanRecord
+    run_totals: dict[str, float]
+
+
+def span_record(
+    span: Span,
+    snapshot: ExportSnapshot,
+    *,
+    scheduler: Scheduler,
+    settings: Settings,
+    full: bool,
+    finished_of: FinishedOf,
+) -> SpanExport:
+    """The record of one export of ``span``; O(task groups in its subtree).
+
+    Without traces (``full`` false) only what the metrics read is filled in (ids,
+    times, CPU, the workflow analysis): the subtree walks feed span attributes alone.
+    """
+    identity = snapshot.identity
+    continuation = snapshot.continuation
+    if continuation:
+        span_id = ids.continuation_span_id(span.id, continuation)
+        parent_span_id = identity.otel_span_id
+        start = snapshot.resumed_at
+    else:
+        span_id = identity.otel_span_id
+        parent = span.parent
+        parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
+        start = span.enqueued
+    links: tuple[LinkRecord, ...] = ()
+    parent_remote = False
+    caller = snapshot.caller
+    if caller is not None:
+        if caller.as_link or (not snapshot.is_root and caller.trace_id != identity.trace_id):
+            # a link: asked for, or the task that opened a nested span is in another
+            # trace (a tree keeps one trace id: its ids are derived from it)
+            kind = ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_CALLER),)
+            flags, remote = caller.trace_flags, caller.remote
+            links = (LinkRecord(caller.trace_id, caller.span_id, kind, flags, remote),)
+        else:
+            parent_span_id = caller.span_id
+            parent_remote = caller.remote
+    stop = span.stop
+    groups = list(span.traverse_groups()) if full else []
+    states = _states(span, snapshot.done, finished_of) if full else {}
+    events: tuple[SpanEventRecord, ...] = ()
+    if full and not continuation:
+        events = snapshots.computation_events(scheduler, span, settings.code_snippet_length)
+    # Dask computes each of these by walking the whole subtree (a root with 5,000
+    # sub-spans: tens of ms each): read once per export.
+    active_cpu_seconds = span.active_cpu_seconds
+    analysis: WorkflowAnalysis | None = None
+    idle = None
+    if snapshot.is_root and snapshot.done:
+        intervals = span.nthreads_intervals
+        busy, idle = snapshots.busy_and_idle(span.cumulative_worker_metrics)
+        analysis = analyse_root(
+            span,
+            stop=stop,
+            intervals=intervals,
+            metrics_busy=busy,
+            metrics_idle=idle,
+            submitted_at=lambda tg: snapshots.submitted_at(scheduler, tg),
+        )
+        if full:
+            events += nthreads_events(intervals)
+    totals: dict[str, float] = {}
+    if full:
+        totals = snapshots.run_totals(span._cumulative_worker_metrics, idle)
+    record = SpanRecord(
+        uuid=span.id,
+        tags=identity.tags,
+        trace_id=identity.trace_id,
+        span_id=span_id,
+        parent_span_id=parent_span_id,
+        continuation=continuation,
+        previous_span_id=snapshot.previous_span_id if continuation else 0,
+        start_ns=ns(start),
+        end_ns=ns(max(stop, start)),
+        enqueued_ns=ns(span.enqueued),
+        compute_start_ns=ns(span.start),
+        done=snapshot.done,
+        states=tuple(sorted(states.items())),
+        tasks=sum(len(tg) for tg in groups),
+        task_groups=len(groups),
+        nbytes=sum(tg.nbytes_total for tg in groups),
+        task_duration=sum(tg.duration for tg in groups),
+        active_cpu_seconds=active_cpu_seconds,
+        code=snapshots.code_snippets(span, settings.capture.code, settings.code_snippet_length)
+        if full
+        else (),
+        events=events,
+        links=links,
+        parent_remote=parent_remote,
+        analysis=analysis,
+        workflow_attributes=snapshot.workflow_attributes,
+        client_id=snapshot.client_id,
+        client_user=snapshot.client_user,
+        run_breakdown=snapshots.run_shares(totals, snapshot.run_exported),
+    )
+    return SpanExport(record, totals)
+
+
+def _states(span: Span, done: bool, finished_of: FinishedOf) -> dict[str, int]:
+    """Tasks of the span tree by the final state they reached, plus, on a span exported
+    unfinished, those still pending by state."""
+    states: dict[str, int] = {}
+    for node in span.traverse_spans():
+        finished = finished_of(node.id)
+        if finished is not None:
+            for (_, state), count in finished.items():
+                states[state] = states.get(state, 0) + count
+    if not done:
+        for state, count in snapshots.pending_states(span).items():
+            states[state] = states.get(state, 0) + count
+    return states
+
+
+def export_samples(
+    record: SpanRecord, identity: SpanIdentity, *, sampled: bool
+) -> list[HistogramSample]:
+    """The histogram values of one export: the workflow's efficiency (finished roots)
+    and the span's duration (exports as done), with the export as their exemplar when
+    it is sampled."""
+    trace_id, span_id = (record.trace_id, record.span_id) if sampled else (0, 0)
+    values: list[tuple[str, float]] = []
+    analysis = record.analysis
+    if analysis is not None and analysis.efficiency is not None:
+        values.append((semconv.WORKFLOW_EFFICIENCY, analysis.efficiency))
+    if record.done:
+        values.append((semconv.M_SPAN_DURATION, (record.end_ns - record.start_ns) / 1e9))
+    return [
+        HistogramSample(metric, identity.tags, identity.labels, value, trace_id, span_id)
+        for metric, value in values
+    ]
+
+
+def started_log(root: Span, identity: SpanIdentity, url: str | None) -> LogEntry:
+    """The log record that says a workflow started: its trace id at once, hours before
+    its root span is exported."""
+    name = "/".join(identity.tags)
+    attributes: tuple[tuple[str, AttrValue], ...] = (
+        (semconv.DASK_SPAN_ID, root.id),
+        (semconv.DASK_SPAN_TAGS, identity.tags),
+        (semconv.DASK_SPAN_NAME, name),
+    )
+    if url is not None:
+        attributes += ((semconv.URL_FULL, url),)
+    return LogEntry(
+        time_ns=ns(root.enqueued),
+        severity_number=semconv.SEVERITY_INFO.number,
+        severity_text=semconv.SEVERITY_INFO.text,
+        body=f"workflow {name!r} started, trace {identity.trace_id:032x}"
+        + (f": {url}" if url else ""),
+        attributes=attributes,
+        event_name=semconv.LOG_SPAN_STARTED,
+        trace_id=identity.trace_id,
+        span_id=identity.otel_span_id,
+    )

@@ -1,0 +1,120 @@
+"""What is remembered of each Dask span between its discovery and its last export.
+
+One :class:`TrackedSpan` per Dask span the scheduler has seen, owned by
+:class:`~otel_spans.scheduler.tracking.SpanTracker` (Dask's ``Span`` stays the
+read-only view of the extension's state); :class:`FinishedRoot` for the workflows
+page; and how a span's identity (sampling policy, metric labels) is fixed when it is
+first seen.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from otel_spans.config import TaskSettings
+from otel_spans.records import AttrValue, SpanRecord
+from otel_spans.scheduler.sampling import Policy
+from otel_spans.scheduler.task_groups import SpanIdentity
+
+#: Finished workflows remembered for the workflows page.
+MAX_FINISHED_ROOTS = 100
+
+
+class FinishedRoot(NamedTuple):
+    """A finished workflow, as the workflows page lists it."""
+
+    tags: tuple[str, ...]
+    trace_id: int
+    span_id: int
+    start_ns: int
+    end_ns: int
+    #: Its tasks by final state.
+    states: tuple[tuple[str, int], ...]
+    #: Whether its spans were exported (see parent-based sampling).
+    sampled: bool
+
+    @classmethod
+    def of(cls, record: SpanRecord, identity: SpanIdentity, *, sampled: bool) -> FinishedRoot:
+        """The root's export as done; ``span_id`` is its first export's (the one the
+        trace link points at)."""
+        return cls(
+            identity.tags,
+            identity.trace_id,
+            identity.otel_span_id,
+            record.start_ns,
+            record.end_ns,
+            record.states,
+            sampled,
+        )
+
+
+@dataclass(slots=True)
+class TrackedSpan:
+    """What otel-spans remembers of one Dask span (one small object per span)."""
+
+    #: Tags, trace id, OTel span id of the first export, sampling policy.
+    identity: SpanIdentity
+    is_root: bool
+    #: How many times the span was exported so far.
+    exports: int = 0
+    #: OTel span id of the latest export.
+    last_span_id: int = 0
+    #: When the latest export ended (epoch seconds).
+    last_end: float = 0.0
+    #: When new work arrived after the latest export; None while not reopened.
+    reopened_at: float | None = None
+    #: When the poll first saw the span done; None while not done.
+    done_since: float | None = None
+    #: When the span was last exported as done; metrics settle from there.
+    exported_at: float | None = None
+    #: (prefix, final state) -> tasks that reached it.
+    finished: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: prefix -> bytes of outputs produced.
+    output: dict[str, int] = field(default_factory=dict)
+    #: Whether the metrics read this root's CPU while it runs (False once one read
+    #: took longer than a loop slice: then only at its export).
+    live_cpu: bool = True
+    #: Cumulative values already handed over as counter deltas, by metric key.
+    reported: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
+    #: Run-breakdown attributes of earlier exports, summed (see snapshots.run_totals).
+    run_exported: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return self.identity.tags
+
+    @property
+    def trace_id(self) -> int:
+        return self.identity.trace_id
+
+    @property
+    def otel_span_id(self) -> int:
+        """OTel span id of the first export (tasks and exemplars point here)."""
+        return self.identity.otel_span_id
+
+
+def task_policy(tasks: TaskSettings, tags: tuple[str, ...]) -> Policy:
+    """The task sampling policy of a span: the first rule matching its joined tags,
+    else the default mode."""
+    mode = tasks.mode
+    name = "/".join(tags)
+    for rule in tasks.rules:
+        if fnmatch.fnmatchcase(name, rule.match):
+            mode = rule.mode
+            break
+    return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace, tasks.min_duration)
+
+
+def metric_labels(
+    allowed: tuple[str, ...], attributes: Mapping[str, AttrValue]
+) -> tuple[tuple[str, str], ...]:
+    """The ``allowed`` workflow attributes as metric attributes, in ``allowed`` order."""
+    return tuple((name, _label_value(attributes[name])) for name in allowed if name in attributes)
+
+
+def _label_value(value: AttrValue) -> str:
+    """A workflow attribute's value as a metric attribute (a string, as in PromQL)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -69,6 +69,8 @@ async def test_an_unsampled_callers_workflow_exports_metrics_but_no_span(
         await await_until(lambda: span_tasks(otlp_receiver, "not sampled") == 2, 30)
         await await_until(lambda: named(otlp_receiver, "followed") is not None, 30)
         plugin_stats = await await_until(lambda: _counted(client, 2), 30)
+        # the exemplar is written with the task's duration: wait for its export
+        exemplars = await await_until(lambda: duration_exemplars(otlp_receiver), 30)
     # one Dask span and its one task group were not exported: counted, not lost
     assert plugin_stats["unsampled_spans"] == 2
     spans = otlp_receiver.spans()
@@ -83,12 +85,20 @@ async def test_an_unsampled_callers_workflow_exports_metrics_but_no_span(
     ours = [s for s in spans if s.trace_id == SAMPLED_TRACE and s.span_id != root.span_id]
     assert {s.name for s in ours} >= {"inner", "inc"}  # the Dask span, group and task
     assert all(s.flags == LOCAL_PARENT for s in ours), {(s.name, s.flags) for s in ours}
-    # no exemplar points at a span that was never exported
-    exported = {s.span_id for s in spans}
-    exemplars = [
-        e for p in otlp_receiver.metrics() if p.name == "dask.task.duration" for e in p.exemplars
-    ]
-    assert {e["span_id"] for e in exemplars} <= exported
+    # The duration histogram's exemplars: the design has one exported task run, the
+    # followed workflow's inc-followed (every run is kept at once in mode "all"), so
+    # exactly one exemplar, pointing at that span; the unsampled workflow's two runs
+    # were never exported, so none at them. Catches: exemplars pointing at unexported
+    # (unsampled) runs, and exemplars dropped altogether (a subset check alone passes
+    # on none).
+    (task,) = [s for s in spans if s.attributes.get("dask.task.key") == "inc-followed"]
+    exemplars = duration_exemplars(otlp_receiver)  # everything received by now
+    assert {(e["trace_id"], e["span_id"]) for e in exemplars} == {(SAMPLED_TRACE, task.span_id)}
+
+
+def duration_exemplars(receiver: OtlpReceiver) -> list[dict[str, Any]]:
+    """Every exemplar of ``dask.task.duration`` received (cumulative: repeated)."""
+    return [e for p in receiver.metrics() if p.name == "dask.task.duration" for e in p.exemplars]
 
 
 async def _counted(client: Any, unsampled: int) -> dict[str, Any] | None:

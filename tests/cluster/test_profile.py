@@ -25,6 +25,8 @@ from tests.support.tasks import nap
 #: The hot stage: 4 tasks of 0.4 s each (1.6 s of compute, 160 samples at Dask's 10 ms
 #: interval); the other stage only sleeps 0.1 s twice.
 CRUNCH_TASKS, CRUNCH_SECONDS = 4, 0.4
+#: Samples that may fall outside crunch_numbers: one at each edge of each task.
+EDGE_SAMPLES = 2 * CRUNCH_TASKS
 
 
 def crunch_numbers(seconds: float) -> int:
@@ -110,9 +112,15 @@ async def test_a_finished_workflow_exports_the_profile_of_its_busiest_prefix(
     body = record["body"]["stringValue"]
     tree = flame.parse(body)
     assert tree.total == samples
+    # The design puts every sample in crunch_numbers itself (time.sleep and
+    # perf_counter are C calls: no frame of their own). The only samples allowed
+    # elsewhere are one at each edge of each task, taken while the thread runs Dask's
+    # code around the call. Catches: samples of the prefix folded onto a caller (Dask
+    # counts a sample on every frame above the running one), or merged with the other
+    # prefix's, or the tree of one worker only.
     hottest_name, hottest_samples = flame.hottest(tree, 1)[0]
     assert hottest_name.startswith("crunch_numbers (") and "test_profile.py" in hottest_name
-    assert hottest_samples >= samples / 2
+    assert hottest_samples >= samples - EDGE_SAMPLES, (hottest_samples, samples, body)
 
     result = run_report(str(tmp_path))
     assert result.returncode == 0, result.stderr

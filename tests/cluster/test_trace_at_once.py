@@ -4,10 +4,11 @@ the collector (a ``dask.span.started`` log record) while the workflow still runs
 from __future__ import annotations
 
 import logging
-import time
+import uuid
 
 import dask.config
 import pytest
+from distributed import Event
 from distributed import span as dask_span
 
 import otel_spans
@@ -15,16 +16,12 @@ from otel_spans import ids
 from otel_spans.config import ConfigError, Settings
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import FAST, await_until, cluster_test, traced_cluster
+from tests.support.tasks import wait_for
 
 TEMPLATE = "http://jaeger:16686/trace/{trace_id}?root={span_id}"
 
 
 pytestmark = pytest.mark.usefixtures("default_otel_config")
-
-
-def slow(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
 
 
 @pytest.mark.parametrize(
@@ -68,6 +65,13 @@ def test_under_a_caller_the_trace_is_the_callers() -> None:
 async def test_the_collector_has_the_trace_id_while_the_workflow_runs(
     otlp_receiver: OtlpReceiver, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The workflow's only task is held by an Event until the test has seen the record,
+    so "while it runs" holds by construction, not by a task outlasting the wait.
+
+    Catches: the record sent with the root's span at its end (not at once); a record
+    whose trace or span id differs from the root's or the client's; a URL that is not
+    the configured template filled with the root's ids."""
+    gate = f"gate-{uuid.uuid4()}"
     config = {
         **FAST,
         "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
@@ -78,7 +82,7 @@ async def test_the_collector_has_the_trace_id_while_the_workflow_runs(
             with otel_spans.span("nightly") as root_id:
                 trace = otel_spans.trace_id()
                 url = otel_spans.trace_url()
-                running = client.submit(slow, 3.0, key="slow-1")
+                running = client.submit(wait_for, gate, key="held-1", pure=False)
             (started,) = await await_until(
                 lambda: [
                     log for log in otlp_receiver.logs() if log.event_name == "dask.span.started"
@@ -86,9 +90,10 @@ async def test_the_collector_has_the_trace_id_while_the_workflow_runs(
                 20,
                 "no dask.span.started record",
             )
-            assert not running.done()  # at once: the workflow is still running
+            assert not running.done()  # held until the line below: still running
             assert not [s for s in otlp_receiver.spans() if s.name == "nightly"]
-            assert await running == 3.0
+            await Event(gate, client=client).set()
+            assert await running == 1
             (root,) = await await_until(
                 lambda: [s for s in otlp_receiver.spans() if s.name == "nightly"], 30, "no root"
             )

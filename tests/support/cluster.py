@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, NamedTuple, TypeVar
 
 import dask.config
-from distributed import Client, LocalCluster, Scheduler, Worker
+from distributed import Client, LocalCluster, Nanny, Scheduler, Worker
 from distributed.utils_test import gen_test
 
 T = TypeVar("T")
@@ -103,6 +103,39 @@ async def traced_cluster(
     # Shutdown waits at most shutdown-timeout; a request still in flight then is
     # abandoned to its daemon thread, which ends when the request does (bounded by the
     # export timeout). So the threads must be gone within that, not at once.
+    deadline = time.monotonic() + THREADS_GONE_WITHIN
+    while otel_threads() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not otel_threads(), f"otel-spans threads survived the scheduler: {otel_threads()}"
+
+
+@asynccontextmanager
+async def traced_nanny_cluster(
+    config: Mapping[str, Any], n_workers: int = 2, nthreads: int = 1
+) -> AsyncIterator[tuple[Client, Scheduler]]:
+    """:func:`traced_cluster` with each worker in a process of its own (a Nanny's).
+
+    For measurements of a task's CPU against its wall time: an in-process worker's
+    task waits for the GIL behind this process's scheduler, receiver and exporter
+    threads, and that wait is counted as ``thread-noncpu``. Force a heartbeat with
+    ``client.run(tests.support.tasks.heartbeat)``.
+    """
+    full = {"distributed.scheduler.preload": ["otel_spans"], **FAST, **config}
+    with dask.config.set(full):
+        async with Scheduler(host="127.0.0.1", dashboard_address=":0", port=0) as scheduler:
+            nannies = [
+                Nanny(
+                    scheduler.address, host="127.0.0.1", nthreads=nthreads, dashboard_address=":0"
+                )
+                for _ in range(n_workers)
+            ]
+            await asyncio.gather(*nannies)
+            try:
+                async with Client(scheduler.address, asynchronous=True) as client:
+                    await client.wait_for_workers(n_workers)
+                    yield client, scheduler
+            finally:
+                await asyncio.gather(*(n.close() for n in nannies))
     deadline = time.monotonic() + THREADS_GONE_WITHIN
     while otel_threads() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)

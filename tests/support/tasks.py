@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from distributed import Event
+from distributed import Event, Worker
 
 
 def inc(x: int) -> int:
@@ -38,3 +38,9 @@ def worker_stats(dask_worker: Any) -> dict[str, Any]:
     """The worker plugin's own counters (``client.run(worker_stats)``)."""
     stats: dict[str, Any] = dask_worker.plugins["otel-spans"].stats()
     return stats
+
+
+async def heartbeat(dask_worker: Worker) -> None:
+    """``client.run(heartbeat)``: the worker's metrics reach the scheduler now (they
+    travel with heartbeats), also from a worker in another process."""
+    await dask_worker.heartbeat()

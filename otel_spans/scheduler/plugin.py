@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
@@ -50,6 +53,16 @@ _FINAL_STATES = frozenset({"memory", "erred"})
 _SETTLING_STATES = _FINAL_STATES | {"released"}
 #: At most one "internal error" log line per this many seconds.
 _ERROR_LOG_EVERY = 60.0
+#: How often a running copy checks that it is still the scheduler's plugin and that
+#: the scheduler still runs; it stops everything it started within about this long
+#: after being unregistered, replaced behind its back, or ``Scheduler.stop()``.
+WATCH_INTERVAL = 1.0
+#: Seconds the exporters of a copy whose start failed get to stop (nothing is queued).
+_ABORT_TIMEOUT = 0.5
+#: Self-protection: this many internal errors within ``ERROR_WINDOW`` seconds switch
+#: the per-task hooks off for the rest of this copy's life (see ``_internal_error``).
+ERROR_BUDGET = 100
+ERROR_WINDOW = 60.0
 
 
 class OtelSpansPlugin(SchedulerPlugin):
@@ -64,6 +77,14 @@ class OtelSpansPlugin(SchedulerPlugin):
         ``otel-spans`` configuration keys (``endpoint="http://collector:4317"``,
         ``traces={"linger": "1s"}``); they win over the scheduler's dask.config. Use
         them with ``client.register_plugin(OtelSpansPlugin(...))`` on a running cluster.
+
+    Notes
+    -----
+    A scheduler runs one copy at a time. A copy that starts where another one runs
+    (the preload's, or an earlier registration, under any name) takes over: it closes
+    the running copy, which flushes its queues within ``shutdown-timeout``, and only
+    then starts its own exporters. A copy that is unregistered, or whose scheduler is
+    stopped without ``close()``, notices within ``WATCH_INTERVAL`` and closes itself.
     """
 
     name: ClassVar[str] = "otel-spans"
@@ -83,6 +104,16 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._events: DaskEvents | None = None
         self._internal_errors = 0
         self._error_log = Throttle(_ERROR_LOG_EVERY)
+        #: Times of the latest internal errors: at most ERROR_BUDGET, oldest evicted.
+        self._recent_errors: deque[float] = deque(maxlen=ERROR_BUDGET)
+        #: Set once by self-protection: the per-task hooks return at once from then on.
+        self._hooks_off = False
+        #: The one close() of this copy, however many callers ask for it.
+        self._closing: asyncio.Future[None] | None = None
+        #: Set by the copy taking over: close() then keeps the tracker for it.
+        self._handing_over = False
+        #: Trackers of the copies this one took over, until its own tracker inherits.
+        self._inherited: list[SpanTracker] = []
         self._unwatch: Callable[[], None] = lambda: None
         #: The workflows page is routed once per scheduler (routes cannot be removed).
         self._page_served = False
@@ -97,21 +128,67 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self, scheduler: Scheduler) -> None:
-        if self._scheduler is not None:
+        if self._scheduler is not None or self._closing is not None:
             return
         settings = self._given_settings or Settings.from_config(self._overrides)
+        await self._take_over(scheduler)
         self.settings = settings
         self._scheduler = scheduler
         if not settings.enabled:
             logger.info("otel-spans: disabled by configuration")
             return
-        signals = self.signals = Signals(
-            settings,
-            role="scheduler",
-            instance_id=scheduler.id,
-            scheduler_address=scheduler.address,
-            loop_errors=lambda: self._internal_errors,
-        )
+        try:
+            # Signals stops its own threads if it fails halfway (a port in use).
+            signals = Signals(
+                settings,
+                role="scheduler",
+                instance_id=scheduler.id,
+                scheduler_address=scheduler.address,
+                loop_errors=lambda: self._internal_errors,
+                hooks_disabled=lambda: int(self._hooks_off),
+            )
+        except BaseException:
+            self._scheduler = None
+            raise
+        self.signals = signals
+        try:
+            self._start_parts(scheduler, settings, signals)
+        except BaseException:
+            # Whatever started before the failing step stops again: no thread, handler
+            # or wrapper of a copy that never ran may outlive the failed start.
+            self._stop_parts()
+            self.signals = self._scheduler = None
+            signals.close(_ABORT_TIMEOUT)
+            self._release()
+            raise
+        logger.info("otel-spans: %s", signals.describe())
+
+    async def _take_over(self, scheduler: Scheduler) -> None:
+        """Close every other copy running on ``scheduler`` before this one starts.
+
+        ``register_scheduler_plugin`` starts the new copy while the old one is still in
+        ``scheduler.plugins``, and then replaces it without closing it: the old copy
+        would keep its threads, callbacks and handlers, and export duplicates forever.
+        Closing it first also frees what both need alone (the Prometheus port).
+        """
+        for name, other in list(scheduler.plugins.items()):
+            if not isinstance(other, OtelSpansPlugin) or other is self:
+                continue
+            if other._scheduler is None:
+                continue  # never started: it holds nothing
+            if other.signals is not None:
+                logger.info(
+                    "otel-spans: a new copy was registered on this scheduler; closing the "
+                    "running one (plugin %r) and flushing its queues first",
+                    name,
+                )
+            other._handing_over = True
+            await other.close()
+            if other._tracker is not None:
+                self._inherited.append(other._tracker)
+                other._tracker = None
+
+    def _start_parts(self, scheduler: Scheduler, settings: Settings, signals: Signals) -> None:
         task_groups = None
         erred_logs = settings.logs.erred_tasks and settings.logs.target.enabled
         if signals.traces_enabled or erred_logs:
@@ -135,6 +212,10 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._tracker = SpanTracker(
             scheduler, settings, signals, task_groups, Resume(self._poll_safely), self._profiles
         )
+        for old in self._inherited:  # what earlier copies exported is not exported again
+            self._tracker.inherit(old)
+            old.clear()
+        self._inherited = []
         self._metrics = MetricsReader(
             scheduler, settings, signals, self._tracker, Resume(self._metrics_safely)
         )
@@ -150,16 +231,43 @@ class OtelSpansPlugin(SchedulerPlugin):
             PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000),
             PeriodicCallback(self._metrics_safely, settings.metrics.interval * 1000),
         ]
+        self._callbacks.append(PeriodicCallback(self._watch, WATCH_INTERVAL * 1000))
         for callback in self._callbacks:
             callback.start()
-        logger.info("otel-spans: %s", signals.describe())
 
-    async def close(self) -> None:
+    def _stop_parts(self) -> None:
         for callback in self._callbacks:
             callback.stop()
         self._callbacks = []
         self._unwatch()
         self._unwatch = lambda: None
+
+    def _watch(self) -> None:
+        """Close this copy once the scheduler no longer runs it (see ``WATCH_INTERVAL``).
+
+        Neither ``unregister_scheduler_plugin`` nor ``Scheduler.stop()`` calls a plugin's
+        ``close()``: this is how a copy learns it is orphaned.
+        """
+        scheduler = self._scheduler
+        if scheduler is None or self._closing is not None:
+            return
+        if not any(plugin is self for plugin in scheduler.plugins.values()):
+            reason = "it was unregistered or replaced"
+        elif _stopped(scheduler):
+            reason = "the scheduler was stopped without close()"
+        else:
+            return
+        logger.info("otel-spans: closing, %s", reason)
+        self._closing = asyncio.ensure_future(self._close())
+
+    async def close(self) -> None:
+        """Flush and stop everything ``start`` started; every later call awaits the same."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        self._stop_parts()
         if self.signals is None:
             return
         self._poll_safely(final=True)
@@ -181,10 +289,15 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def _release(self) -> None:
         """Forget every span once closed (see ``Signals._release_metrics`` for why)."""
-        for part in (self._tracker, self._metrics, self._events):
+        for part in (self._metrics, self._events):
             if part is not None:
                 part.clear()
-        self._tracker = self._metrics = self._events = None
+        self._metrics = self._events = None
+        if self._handing_over:
+            return  # the copy taking over inherits the tracker, then clears it
+        if self._tracker is not None:
+            self._tracker.clear()
+        self._tracker = None
 
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
@@ -207,12 +320,13 @@ class OtelSpansPlugin(SchedulerPlugin):
             out.update(signals.stats())  # internal errors of the loop and the exporters
         else:
             out["internal_errors"] = self._internal_errors
+            out["hooks_disabled"] = int(self._hooks_off)
         return out
 
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         active = finish in _ACTIVE_STATES
-        if not active and finish not in _SETTLING_STATES:
+        if (not active and finish not in _SETTLING_STATES) or self._hooks_off:
             return
         try:
             tracker = self._tracker
@@ -253,6 +367,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         Runs before the new tasks transition, so ids are settled before any of the new
         spans is tracked (see :mod:`otel_spans.scheduler.callers`).
         """
+        if self._hooks_off:
+            return
         try:
             tracker = self._tracker
             ext = tracker.extension() if tracker is not None else None
@@ -266,6 +382,8 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def log_event(self, topic: str, msg: Any) -> None:
         """Dask structured events: worker losses feed the task groups, topics become logs."""
+        if self._hooks_off:
+            return
         try:
             if self._events is not None and self.signals is not None:
                 self._events.log_event(topic, msg)
@@ -289,8 +407,40 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     # -- failures -----------------------------------------------------------------------
     def _internal_error(self, where: str) -> None:
-        """Count and (rate-limited) log a bug of ours; Dask must never see it."""
+        """Count and (rate-limited) log a bug of ours; Dask must never see it.
+
+        A bug that repeats would cost an exception on every transition for the
+        scheduler's life: after ``ERROR_BUDGET`` errors within ``ERROR_WINDOW`` seconds
+        the per-task hooks switch off for good (re-register the plugin to retry).
+        """
         self._internal_errors += 1
         self._error_log.log(
             logging.ERROR, "otel-spans: internal error in %s (ignored)", where, exc_info=True
         )
+        now = time.monotonic()
+        recent = self._recent_errors
+        recent.append(now)
+        if self._hooks_off or len(recent) < ERROR_BUDGET or now - recent[0] > ERROR_WINDOW:
+            return
+        self._hooks_off = True
+        logger.error(
+            "otel-spans: %d internal errors within %.0fs (the latest in %s): stopped "
+            "following tasks (transition, update_graph and log_event hooks) to protect "
+            "the scheduler; no new spans, task records or Dask event logs from this copy. "
+            "Metrics and exports of what was already tracked go on; register the plugin "
+            "again to retry",
+            ERROR_BUDGET,
+            ERROR_WINDOW,
+            where,
+        )
+
+
+def _stopped(scheduler: Scheduler) -> bool:
+    """Whether ``Scheduler.stop()`` ran, or the scheduler closed or failed.
+
+    ``Server.stop()`` only records it in a private, name-mangled flag (the status
+    stays ``running``); without that flag, only the status tells.
+    """
+    if getattr(scheduler, "_Server__stopped", False):
+        return True
+    return scheduler.status in (Status.closed, Status.failed)

@@ -11,18 +11,17 @@ The work itself is in one module per job:
 * :mod:`~otel_spans.scheduler.events` — Dask events as log entries (and what a key or
   span id named in a Python log record means);
 * :mod:`~otel_spans.scheduler.callers` — the caller's context from ``update_graph``.
+* :mod:`~otel_spans.scheduler.guard` — when a copy must close itself, and when it
+  stops following tasks after repeated errors of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
@@ -31,6 +30,7 @@ from otel_spans.config import Settings
 from otel_spans.scheduler import workflows_page
 from otel_spans.scheduler.callers import watch_submitting_tasks
 from otel_spans.scheduler.events import DaskEvents
+from otel_spans.scheduler.guard import WATCH_INTERVAL, ErrorBudget, orphaned
 from otel_spans.scheduler.metrics_reader import MetricsReader
 from otel_spans.scheduler.profiles import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
@@ -53,16 +53,8 @@ _FINAL_STATES = frozenset({"memory", "erred"})
 _SETTLING_STATES = _FINAL_STATES | {"released"}
 #: At most one "internal error" log line per this many seconds.
 _ERROR_LOG_EVERY = 60.0
-#: How often a running copy checks that it is still the scheduler's plugin and that
-#: the scheduler still runs; it stops everything it started within about this long
-#: after being unregistered, replaced behind its back, or ``Scheduler.stop()``.
-WATCH_INTERVAL = 1.0
 #: Seconds the exporters of a copy whose start failed get to stop (nothing is queued).
 _ABORT_TIMEOUT = 0.5
-#: Self-protection: this many internal errors within ``ERROR_WINDOW`` seconds switch
-#: the per-task hooks off for the rest of this copy's life (see ``_internal_error``).
-ERROR_BUDGET = 100
-ERROR_WINDOW = 60.0
 
 
 class OtelSpansPlugin(SchedulerPlugin):
@@ -104,10 +96,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._events: DaskEvents | None = None
         self._internal_errors = 0
         self._error_log = Throttle(_ERROR_LOG_EVERY)
-        #: Times of the latest internal errors: at most ERROR_BUDGET, oldest evicted.
-        self._recent_errors: deque[float] = deque(maxlen=ERROR_BUDGET)
-        #: Set once by self-protection: the per-task hooks return at once from then on.
-        self._hooks_off = False
+        #: Self-protection: once exhausted, the per-task hooks return at once.
+        self._budget = ErrorBudget()
         #: The one close() of this copy, however many callers ask for it.
         self._closing: asyncio.Future[None] | None = None
         #: Set by the copy taking over: close() then keeps the tracker for it.
@@ -145,7 +135,7 @@ class OtelSpansPlugin(SchedulerPlugin):
                 instance_id=scheduler.id,
                 scheduler_address=scheduler.address,
                 loop_errors=lambda: self._internal_errors,
-                hooks_disabled=lambda: int(self._hooks_off),
+                hooks_disabled=lambda: int(self._budget.exhausted),
             )
         except BaseException:
             self._scheduler = None
@@ -230,8 +220,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._callbacks = [
             PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000),
             PeriodicCallback(self._metrics_safely, settings.metrics.interval * 1000),
+            PeriodicCallback(self._watch, WATCH_INTERVAL * 1000),
         ]
-        self._callbacks.append(PeriodicCallback(self._watch, WATCH_INTERVAL * 1000))
         for callback in self._callbacks:
             callback.start()
 
@@ -251,11 +241,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         scheduler = self._scheduler
         if scheduler is None or self._closing is not None:
             return
-        if not any(plugin is self for plugin in scheduler.plugins.values()):
-            reason = "it was unregistered or replaced"
-        elif _stopped(scheduler):
-            reason = "the scheduler was stopped without close()"
-        else:
+        reason = orphaned(self, scheduler)
+        if reason is None:
             return
         logger.info("otel-spans: closing, %s", reason)
         self._closing = asyncio.ensure_future(self._close())
@@ -320,13 +307,13 @@ class OtelSpansPlugin(SchedulerPlugin):
             out.update(signals.stats())  # internal errors of the loop and the exporters
         else:
             out["internal_errors"] = self._internal_errors
-            out["hooks_disabled"] = int(self._hooks_off)
+            out["hooks_disabled"] = int(self._budget.exhausted)
         return out
 
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         active = finish in _ACTIVE_STATES
-        if (not active and finish not in _SETTLING_STATES) or self._hooks_off:
+        if (not active and finish not in _SETTLING_STATES) or self._budget.exhausted:
             return
         try:
             tracker = self._tracker
@@ -367,7 +354,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         Runs before the new tasks transition, so ids are settled before any of the new
         spans is tracked (see :mod:`otel_spans.scheduler.callers`).
         """
-        if self._hooks_off:
+        if self._budget.exhausted:
             return
         try:
             tracker = self._tracker
@@ -382,7 +369,7 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def log_event(self, topic: str, msg: Any) -> None:
         """Dask structured events: worker losses feed the task groups, topics become logs."""
-        if self._hooks_off:
+        if self._budget.exhausted:
             return
         try:
             if self._events is not None and self.signals is not None:
@@ -410,37 +397,22 @@ class OtelSpansPlugin(SchedulerPlugin):
         """Count and (rate-limited) log a bug of ours; Dask must never see it.
 
         A bug that repeats would cost an exception on every transition for the
-        scheduler's life: after ``ERROR_BUDGET`` errors within ``ERROR_WINDOW`` seconds
-        the per-task hooks switch off for good (re-register the plugin to retry).
+        scheduler's life: once the :class:`ErrorBudget` is spent, the per-task hooks
+        switch off for good (re-register the plugin to retry).
         """
         self._internal_errors += 1
         self._error_log.log(
             logging.ERROR, "otel-spans: internal error in %s (ignored)", where, exc_info=True
         )
-        now = time.monotonic()
-        recent = self._recent_errors
-        recent.append(now)
-        if self._hooks_off or len(recent) < ERROR_BUDGET or now - recent[0] > ERROR_WINDOW:
+        if not self._budget.spend():
             return
-        self._hooks_off = True
         logger.error(
             "otel-spans: %d internal errors within %.0fs (the latest in %s): stopped "
             "following tasks (transition, update_graph and log_event hooks) to protect "
             "the scheduler; no new spans, task records or Dask event logs from this copy. "
             "Metrics and exports of what was already tracked go on; register the plugin "
             "again to retry",
-            ERROR_BUDGET,
-            ERROR_WINDOW,
+            self._budget.budget,
+            self._budget.window,
             where,
         )
-
-
-def _stopped(scheduler: Scheduler) -> bool:
-    """Whether ``Scheduler.stop()`` ran, or the scheduler closed or failed.
-
-    ``Server.stop()`` only records it in a private, name-mangled flag (the status
-    stays ``running``); without that flag, only the status tells.
-    """
-    if getattr(scheduler, "_Server__stopped", False):
-        return True
-    return scheduler.status in (Status.closed, Status.failed)

@@ -18,7 +18,7 @@ from distributed import Scheduler, span
 
 from otel_spans import OtelSpansPlugin, OtelSpansWorkerPlugin
 from otel_spans.config import ConfigError
-from otel_spans.scheduler.plugin import WATCH_INTERVAL
+from otel_spans.scheduler.guard import WATCH_INTERVAL
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import (
     FAST,

@@ -362,6 +362,7 @@ class Signals:
         """
         self._final_metric_exports = self._metric_export_counts()
         self._metric_exporter = None
+        self._readers = []
         self.prometheus = None
         self.meter_provider = None
         self._instruments = None

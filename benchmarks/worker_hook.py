@@ -33,10 +33,11 @@ ROUNDS = 7
 
 
 class _Worker:
-    """What the wrapper reads of a Worker: its state's tasks and ``execute``."""
+    """What the plugin reads of a Worker: its state's tasks, ``execute`` and its plugins."""
 
     def __init__(self, tasks: dict[str, TaskState]):
         self.state = type("State", (), {"tasks": tasks})()
+        self.plugins: dict[str, object] = {}
 
     async def execute(self, key: Any, *, stimulus_id: str) -> None:
         return None

@@ -132,6 +132,9 @@ M_CLUSTER_COST: Final = "dask.cluster.cost"
 M_RECORDS: Final = "otel_spans.records"
 M_OVERFLOW: Final = "otel_spans.cardinality.overflow"
 M_INTERNAL_ERRORS: Final = "otel_spans.internal_errors"
+#: 1 once the scheduler plugin switched its per-task hooks off after too many internal
+#: errors (self-protection, see docs/telemetry.md); 0 while they run.
+M_HOOKS_DISABLED: Final = "otel_spans.hooks.disabled"
 
 UNIT_SECONDS: Final = "s"
 UNIT_BYTES: Final = "By"

@@ -30,6 +30,14 @@ DEFAULT_MAX_ATTRIBUTE_LENGTH = 4096
 DEFAULT_COUNT_LIMIT = 128
 
 
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names key, value and what is allowed.
+
+    Defined here, beside the settings, so that code that may not import Dask (the
+    telemetry's start, which can fail on a port in use) raises the same error.
+    """
+
+
 @dataclass(frozen=True)
 class ExportTarget:
     """Where one signal goes and how."""

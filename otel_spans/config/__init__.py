@@ -31,7 +31,7 @@ import yaml
 
 from otel_spans import settings as _settings
 from otel_spans.config.parsers import _WARNED as _WARNED  # tests clear it
-from otel_spans.config.parsers import NAMESPACE, Boolean, ConfigError, warn_ignored
+from otel_spans.config.parsers import NAMESPACE, Boolean, warn_ignored
 from otel_spans.config.resolve import Resolver, canonical
 from otel_spans.config.structured import TraceUrl
 from otel_spans.config.table import OTEL_VARIABLES, ROWS, SETTINGS
@@ -40,6 +40,7 @@ from otel_spans.settings import (
     PYTHON_LOG_LEVELS,
     CaptureSettings,
     CodeCapture,
+    ConfigError,
     ExceptionCapture,
     ExporterKind,
     ExportTarget,

@@ -20,12 +20,10 @@ from typing import Any
 
 from dask.utils import parse_bytes, parse_timedelta
 
+from otel_spans.settings import ConfigError
+
 NAMESPACE = "otel-spans"
 logger = logging.getLogger("otel_spans.config")
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names key, value and what is allowed."""
 
 
 #: (variable, value) pairs already warned about: each is said once per process, however

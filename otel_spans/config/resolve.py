@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from otel_spans.config.parsers import NAMESPACE, ByteSize, ConfigError, fail, warn_ignored
+from otel_spans.config.parsers import NAMESPACE, ByteSize, fail, warn_ignored
 from otel_spans.config.table import (
     PROMETHEUS_DEFAULT_PORT,
     ROWS,
@@ -23,6 +23,7 @@ from otel_spans.config.table import (
 )
 from otel_spans.settings import (
     CaptureSettings,
+    ConfigError,
     ExporterKind,
     ExportTarget,
     LogSettings,

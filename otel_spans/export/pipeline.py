@@ -27,6 +27,9 @@ R = TypeVar("R")
 _BATCH_WAIT = 0.2
 #: At most one "records dropped" warning per this many seconds.
 _WARN_EVERY = 30.0
+#: After the exporter thread's loop failed, it waits this long before it runs again, so
+#: a failure that repeats costs one attempt per this many seconds, not a busy loop.
+_RESTART_DELAY = 1.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class PipelineStats:
     queued: int
     #: In the batch the exporter thread is sending right now.
     sending: int
+    #: Times the exporter thread's own loop failed (a bug of ours, not an export that
+    #: failed) and was restarted; records of the batch in hand are counted as failed.
+    crashes: int = 0
 
     @property
     def lost(self) -> int:
@@ -104,7 +110,9 @@ class ExportPipeline(Generic[R]):
         self._exported = self._failed = self._sending = 0  # by the exporter thread only
         self._rejected = self._too_large = 0  # by the exporter thread only
         self._unsent = 0  # by close() only
+        self._crashes = 0  # by the exporter thread only
         self._drop_warnings = Throttle(_WARN_EVERY)
+        self._crash_log = Throttle(_WARN_EVERY)
         self._producers: list[ThreadProducer[R]] = []
         self._thread = threading.Thread(
             target=self._run, name=f"otel-spans-{signal}-exporter", daemon=True
@@ -164,6 +172,7 @@ class ExportPipeline(Generic[R]):
             suppressed=sum(p.suppressed for p in producers),
             queued=len(self._items),
             sending=self._sending,
+            crashes=self._crashes,
         )
 
     # -- exporter thread ------------------------------------------------------------------
@@ -181,6 +190,39 @@ class ExportPipeline(Generic[R]):
         return batch
 
     def _run(self) -> None:
+        """The thread's body: the send loop, restarted (and counted) if it fails.
+
+        A failure of the loop itself would otherwise end the thread silently, and the
+        queue would fill and drop every record from then on, for the process's life.
+        """
+        while True:
+            try:
+                self._loop()
+                return
+            except Exception:
+                self._crashed()
+            if self._closing:
+                return
+            self._wake.wait(_RESTART_DELAY)
+
+    def _crashed(self) -> None:
+        self._crashes += 1
+        self._crash_log.log(
+            logging.ERROR,
+            "otel-spans: the %s exporter thread failed (%d times so far); restarting it",
+            self.signal,
+            self._crashes,
+            exc_info=True,
+        )
+        try:
+            with self._lock:
+                if not self._abandoned:
+                    self._failed += self._sending
+                self._sending = 0
+        except Exception:  # the bookkeeping itself is what failed: count nothing more
+            pass
+
+    def _loop(self) -> None:
         while True:
             batch = self._take()
             if not batch:
@@ -197,11 +239,11 @@ class ExportPipeline(Generic[R]):
             with self._lock:
                 if self._abandoned:
                     return  # close() already counted this batch as unsent
-                self._sending = 0
                 self._exported += result.exported
                 self._failed += result.failed
                 self._rejected += result.rejected
                 self._too_large += result.too_large
+                self._sending = 0  # last: a failure above leaves the batch to _crashed
 
     # -- shutdown -----------------------------------------------------------------------
     def close(self, timeout: float) -> PipelineStats:

@@ -181,6 +181,11 @@ class CallerContexts:
         self._callers.clear()
         self._origins.clear()
 
+    def inherit(self, old: CallerContexts) -> None:
+        """Take over the callers a closed copy had adopted (see ``SpanTracker.inherit``)."""
+        self._callers.update(old._callers)
+        self._origins.update(old._origins)
+
     def _origin_of(self, root_uuid: str) -> Origin:
         origin = self._origins.get(root_uuid)
         if origin is None:

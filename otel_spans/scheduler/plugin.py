@@ -12,6 +12,8 @@ The work itself is in one module per job:
 * :mod:`~otel_spans.scheduler.dask_events` — Dask events as log entries (and what a key or
   span id named in a Python log record means);
 * :mod:`~otel_spans.scheduler.callers` — the caller's context from ``update_graph``.
+* :mod:`~otel_spans.scheduler.guard` — when a copy must close itself, and when it
+  stops following tasks after repeated errors of its own.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from otel_spans.config import Settings
 from otel_spans.scheduler import workflows_page
 from otel_spans.scheduler.callers import watch_submitting_tasks
 from otel_spans.scheduler.dask_events import DaskEvents
+from otel_spans.scheduler.guard import WATCH_INTERVAL, ErrorBudget, orphaned
 from otel_spans.scheduler.metrics_tick import SpanMetricsTick
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
@@ -51,6 +54,8 @@ _FINAL_STATES = frozenset({"memory", "erred"})
 _SETTLING_STATES = _FINAL_STATES | {"released"}
 #: At most one "internal error" log line per this many seconds.
 _ERROR_LOG_EVERY = 60.0
+#: Seconds the exporters of a copy whose start failed get to stop (nothing is queued).
+_ABORT_TIMEOUT = 0.5
 
 
 class OtelSpansPlugin(SchedulerPlugin):
@@ -65,6 +70,14 @@ class OtelSpansPlugin(SchedulerPlugin):
         ``otel-spans`` configuration keys (``endpoint="http://collector:4317"``,
         ``traces={"linger": "1s"}``); they win over the scheduler's dask.config. Use
         them with ``client.register_plugin(OtelSpansPlugin(...))`` on a running cluster.
+
+    Notes
+    -----
+    A scheduler runs one copy at a time. A copy that starts where another one runs
+    (the preload's, or an earlier registration, under any name) takes over: it closes
+    the running copy, which flushes its queues within ``shutdown-timeout``, and only
+    then starts its own exporters. A copy that is unregistered, or whose scheduler is
+    stopped without ``close()``, notices within ``WATCH_INTERVAL`` and closes itself.
     """
 
     name: ClassVar[str] = "otel-spans"
@@ -84,6 +97,14 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._dask_events: DaskEvents | None = None
         self._internal_errors = 0
         self._error_log = Throttle(_ERROR_LOG_EVERY)
+        #: Self-protection: once exhausted, the per-task hooks return at once.
+        self._budget = ErrorBudget()
+        #: The one close() of this copy, however many callers ask for it.
+        self._closing: asyncio.Future[None] | None = None
+        #: Set by the copy taking over: close() then keeps the tracker for it.
+        self._handing_over = False
+        #: Trackers of the copies this one took over, until its own tracker inherits.
+        self._inherited: list[SpanTracker] = []
         self._unwatch: Callable[[], None] = lambda: None
         #: The workflows page is routed once per scheduler (routes cannot be removed).
         self._page_served = False
@@ -98,21 +119,67 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self, scheduler: Scheduler) -> None:
-        if self._scheduler is not None:
+        if self._scheduler is not None or self._closing is not None:
             return
         settings = self._given_settings or Settings.from_config(self._overrides)
+        await self._take_over(scheduler)
         self.settings = settings
         self._scheduler = scheduler
         if not settings.enabled:
             logger.info("otel-spans: disabled by configuration")
             return
-        signals = self.signals = Signals(
-            settings,
-            role="scheduler",
-            instance_id=scheduler.id,
-            scheduler_address=scheduler.address,
-            loop_errors=lambda: self._internal_errors,
-        )
+        try:
+            # Signals stops its own threads if it fails halfway (a port in use).
+            signals = Signals(
+                settings,
+                role="scheduler",
+                instance_id=scheduler.id,
+                scheduler_address=scheduler.address,
+                loop_errors=lambda: self._internal_errors,
+                hooks_disabled=lambda: int(self._budget.exhausted),
+            )
+        except BaseException:
+            self._scheduler = None
+            raise
+        self.signals = signals
+        try:
+            self._start_parts(scheduler, settings, signals)
+        except BaseException:
+            # Whatever started before the failing step stops again: no thread, handler
+            # or wrapper of a copy that never ran may outlive the failed start.
+            self._stop_parts()
+            self.signals = self._scheduler = None
+            signals.close(_ABORT_TIMEOUT)
+            self._release()
+            raise
+        logger.info("otel-spans: %s", signals.describe())
+
+    async def _take_over(self, scheduler: Scheduler) -> None:
+        """Close every other copy running on ``scheduler`` before this one starts.
+
+        ``register_scheduler_plugin`` starts the new copy while the old one is still in
+        ``scheduler.plugins``, and then replaces it without closing it: the old copy
+        would keep its threads, callbacks and handlers, and export duplicates forever.
+        Closing it first also frees what both need alone (the Prometheus port).
+        """
+        for name, other in list(scheduler.plugins.items()):
+            if not isinstance(other, OtelSpansPlugin) or other is self:
+                continue
+            if other._scheduler is None:
+                continue  # never started: it holds nothing
+            if other.signals is not None:
+                logger.info(
+                    "otel-spans: a new copy was registered on this scheduler; closing the "
+                    "running one (plugin %r) and flushing its queues first",
+                    name,
+                )
+            other._handing_over = True
+            await other.close()
+            if other._tracker is not None:
+                self._inherited.append(other._tracker)
+                other._tracker = None
+
+    def _start_parts(self, scheduler: Scheduler, settings: Settings, signals: Signals) -> None:
         task_groups = None
         erred_logs = settings.logs.erred_tasks and settings.logs.target.enabled
         if signals.traces_enabled or erred_logs:
@@ -136,6 +203,10 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._tracker = SpanTracker(
             scheduler, settings, signals, task_groups, Resume(self._poll_safely), self._profiles
         )
+        for old in self._inherited:  # what earlier copies exported is not exported again
+            self._tracker.inherit(old)
+            old.clear()
+        self._inherited = []
         self._metrics = SpanMetricsTick(
             scheduler, settings, signals, self._tracker, Resume(self._metrics_safely)
         )
@@ -150,17 +221,41 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._callbacks = [
             PeriodicCallback(self._poll_safely, settings.traces.poll_interval * 1000),
             PeriodicCallback(self._metrics_safely, settings.metrics.interval * 1000),
+            PeriodicCallback(self._watch, WATCH_INTERVAL * 1000),
         ]
         for callback in self._callbacks:
             callback.start()
-        logger.info("otel-spans: %s", signals.describe())
 
-    async def close(self) -> None:
+    def _stop_parts(self) -> None:
         for callback in self._callbacks:
             callback.stop()
         self._callbacks = []
         self._unwatch()
         self._unwatch = lambda: None
+
+    def _watch(self) -> None:
+        """Close this copy once the scheduler no longer runs it (see ``WATCH_INTERVAL``).
+
+        Neither ``unregister_scheduler_plugin`` nor ``Scheduler.stop()`` calls a plugin's
+        ``close()``: this is how a copy learns it is orphaned.
+        """
+        scheduler = self._scheduler
+        if scheduler is None or self._closing is not None:
+            return
+        reason = orphaned(self, scheduler)
+        if reason is None:
+            return
+        logger.info("otel-spans: closing, %s", reason)
+        self._closing = asyncio.ensure_future(self._close())
+
+    async def close(self) -> None:
+        """Flush and stop everything ``start`` started; every later call awaits the same."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        self._stop_parts()
         if self.signals is None:
             return
         self._poll_safely(final=True)
@@ -182,10 +277,15 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def _release(self) -> None:
         """Forget every span once closed (see ``Signals._release_metrics`` for why)."""
-        for part in (self._tracker, self._metrics, self._dask_events):
+        for part in (self._metrics, self._dask_events):
             if part is not None:
                 part.clear()
-        self._tracker = self._metrics = self._dask_events = None
+        self._metrics = self._dask_events = None
+        if self._handing_over:
+            return  # the copy taking over inherits the tracker, then clears it
+        if self._tracker is not None:
+            self._tracker.clear()
+        self._tracker = None
 
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
@@ -208,12 +308,13 @@ class OtelSpansPlugin(SchedulerPlugin):
             out.update(signals.stats())  # internal errors of the loop and the exporters
         else:
             out["internal_errors"] = self._internal_errors
+            out["hooks_disabled"] = int(self._budget.exhausted)
         return out
 
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         active = finish in _ACTIVE_STATES
-        if not active and finish not in _SETTLING_STATES:
+        if (not active and finish not in _SETTLING_STATES) or self._budget.exhausted:
             return
         try:
             tracker = self._tracker
@@ -254,6 +355,8 @@ class OtelSpansPlugin(SchedulerPlugin):
         Runs before the new tasks transition, so ids are settled before any of the new
         spans is tracked (see :mod:`otel_spans.scheduler.callers`).
         """
+        if self._budget.exhausted:
+            return
         try:
             tracker = self._tracker
             ext = tracker.extension() if tracker is not None else None
@@ -267,6 +370,8 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def log_event(self, topic: str, msg: Any) -> None:
         """Dask structured events: worker losses feed the task groups, topics become logs."""
+        if self._budget.exhausted:
+            return
         try:
             if self._dask_events is not None and self.signals is not None:
                 self._dask_events.log_event(topic, msg)
@@ -290,8 +395,25 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     # -- failures -----------------------------------------------------------------------
     def _internal_error(self, where: str) -> None:
-        """Count and (rate-limited) log a bug of ours; Dask must never see it."""
+        """Count and (rate-limited) log a bug of ours; Dask must never see it.
+
+        A bug that repeats would cost an exception on every transition for the
+        scheduler's life: once the :class:`ErrorBudget` is spent, the per-task hooks
+        switch off for good (re-register the plugin to retry).
+        """
         self._internal_errors += 1
         self._error_log.log(
             logging.ERROR, "otel-spans: internal error in %s (ignored)", where, exc_info=True
+        )
+        if not self._budget.spend():
+            return
+        logger.error(
+            "otel-spans: %d internal errors within %.0fs (the latest in %s): stopped "
+            "following tasks (transition, update_graph and log_event hooks) to protect "
+            "the scheduler; no new spans, task records or Dask event logs from this copy. "
+            "Metrics and exports of what was already tracked go on; register the plugin "
+            "again to retry",
+            self._budget.budget,
+            self._budget.window,
+            where,
         )

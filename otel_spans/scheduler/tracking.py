@@ -104,6 +104,15 @@ class SpanTracker:
         track = self.tracks.get(uuid)
         return track.identity if track is not None else None
 
+    def inherit(self, old: SpanTracker) -> None:
+        """Go on where ``old``, the tracker of a copy closed to make way for this one,
+        stopped: its final poll exported every span it knew, so none is exported again
+        by this copy, and new work in one of them goes out as a continuation."""
+        self.tracks.update(old.tracks)  # in place: the callers hold this dict
+        self._discovered = max(self._discovered, old._discovered)
+        self.callers.inherit(old.callers)
+        self.finished_roots.extend(old.finished_roots)
+
     def clear(self) -> None:
         """Forget every span (after close: see ``Signals._release_metrics`` for why)."""
         for state in (

@@ -341,6 +341,16 @@ class Instruments:
             unit=semconv.UNIT_VALUES,
             description="Attribute values replaced by (overflow) to keep cardinality bounded",
         )
+
+        def disabled_cb(options: CallbackOptions) -> list[Observation]:
+            return [Observation(int(self_stats().get("hooks_disabled", 0)))]
+
+        meter.create_observable_gauge(
+            semconv.M_HOOKS_DISABLED,
+            callbacks=[disabled_cb],
+            unit="1",
+            description="1 once otel-spans stopped following tasks after repeated internal errors",
+        )
         meter.create_observable_counter(
             semconv.M_INTERNAL_ERRORS,
             callbacks=[errors_cb],

@@ -23,7 +23,7 @@ from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.export.prometheus import PrometheusEndpoint
 from otel_spans.export.resource import build_resource
-from otel_spans.export.sdk import CountingMetricExporter, make_metric_exporter
+from otel_spans.export.sdk import CountingMetricExporter, Inject, make_metric_exporter
 from otel_spans.export.senders import make_request_sender
 from otel_spans.records import (
     Attrs,
@@ -37,7 +37,7 @@ from otel_spans.records import (
     SpanRecord,
     TaskRecord,
 )
-from otel_spans.settings import Settings
+from otel_spans.settings import ConfigError, Settings
 from otel_spans.telemetry import logs, python_logs, traces
 from otel_spans.telemetry.metrics import Instruments, MetricsState
 from otel_spans.telemetry.task_histogram import TaskDurationHistogram
@@ -47,6 +47,9 @@ TraceRecord = SpanRecord | GroupRecord | TaskRecord | DeferredTask
 
 logger = logging.getLogger("otel_spans")
 
+
+#: Seconds each part may take to stop when construction failed (nothing is queued yet).
+_ABORT_TIMEOUT = 1.0
 
 #: The fixed per-instrument cardinality limit of OTel SDKs whose View cannot set one.
 SDK_DEFAULT_SERIES_LIMIT = 2000
@@ -60,6 +63,17 @@ def series_limit_views(max_series: int) -> tuple[list[View], int]:
     return [], SDK_DEFAULT_SERIES_LIMIT
 
 
+def _listen(host: str, port: int, inject: Inject) -> PrometheusEndpoint:
+    """The Prometheus endpoint; a port that cannot be bound is a configuration error."""
+    try:
+        return PrometheusEndpoint(host, port, inject)
+    except OSError as error:
+        raise ConfigError(
+            f"otel-spans.metrics.prometheus-port: cannot listen on {host}:{port} "
+            f"({error.strerror or error}); choose a free port, or 0 for any"
+        ) from error
+
+
 class Signals:
     """Resource, exporters and pipelines of one process."""
 
@@ -71,6 +85,7 @@ class Signals:
         instance_id: str,
         scheduler_address: str,
         loop_errors: Callable[[], int] = lambda: 0,
+        hooks_disabled: Callable[[], int] = lambda: 0,
     ):
         self.settings = settings
         self.resource = build_resource(
@@ -78,6 +93,8 @@ class Signals:
         )
         #: Errors of ours caught on the event loop, as the plugin counts them now.
         self._loop_errors = loop_errors
+        #: The plugin's self-protection: how many times it switched its hooks off.
+        self._hooks_disabled = hooks_disabled
         #: ... and on the exporter threads.
         self._export_errors = 0
         #: The embedded default's cap and counters, when a signal goes to files.
@@ -85,11 +102,24 @@ class Signals:
         self._disk: DiskBudget | None = next(
             (budget_of(target) for target in targets if target.kind == "file"), None
         )
-        self._init_traces(role)
-        self._init_metrics(role)
-        self._init_logs(role)
         #: Records of Python's logging go out with the logs (see export_python_logs).
         self.python_logs: python_logs.PythonLogs | None = None
+        self.meter_provider: MeterProvider | None = None
+        self.prometheus: PrometheusEndpoint | None = None
+        self._pipelines: list[ExportPipeline[Any]] = []
+        self._readers: list[MetricReader] = []
+        self._metric_exporter: CountingMetricExporter | None = None
+        #: The metric exports' counts once the exporter is released.
+        self._final_metric_exports: dict[str, int] | None = None
+        try:
+            self._init_traces(role)
+            self._init_metrics(role)
+            self._init_logs(role)
+        except BaseException:
+            # A later step failed (a port in use): stop every thread and server the
+            # earlier ones started, or they would run for the life of the process.
+            self._abort()
+            raise
 
     # -- traces ------------------------------------------------------------------------
     def _init_traces(self, role: str) -> None:
@@ -126,6 +156,7 @@ class Signals:
             queue_size=settings.queue_size,
             batch_size=settings.batch_size,
         )
+        self._pipelines.append(self.spans)
 
     def _build(self, pending: DeferredTask) -> TaskRecord | None:
         """The record of a kept task, on the exporter thread; a bad one costs only itself."""
@@ -150,6 +181,7 @@ class Signals:
         self.logs: ExportPipeline[logs.LogSource] = logs.log_pipeline(
             self.settings, self.resource.attributes, role=role, scope_name=semconv.SCOPE_NAME
         )
+        self._pipelines.append(self.logs)
 
     def submit_log(self, entry: LogEntry) -> bool:
         return self.logs.submit(entry)
@@ -178,11 +210,15 @@ class Signals:
         m = self.settings.metrics
         views, series_limit = series_limit_views(m.max_series)
         self.metric_state = MetricsState(m, series_limit)
-        readers: list[MetricReader] = []
-        self._metric_exporter: CountingMetricExporter | None = None
-        exporter = make_metric_exporter(m.target, m.temporality, role=role)
+        readers = self._readers
         self.task_durations = TaskDurationHistogram()
         inject = self.task_durations.inject
+        if m.prometheus_port is not None:
+            # First: the one step that can fail on the machine (the port is taken).
+            self.prometheus = _listen(m.prometheus_host, m.prometheus_port, inject)
+            readers.append(self.prometheus.reader)
+        self._prometheus_port = self.prometheus.port if self.prometheus is not None else None
+        exporter = make_metric_exporter(m.target, m.temporality, role=role)
         if exporter is not None:
             self._metric_exporter = CountingMetricExporter(exporter, inject)
             readers.append(
@@ -192,12 +228,7 @@ class Signals:
                     export_timeout_millis=m.target.timeout * 1000,
                 )
             )
-        self.prometheus: PrometheusEndpoint | None = None
-        if m.prometheus_port is not None:
-            self.prometheus = PrometheusEndpoint(m.prometheus_host, m.prometheus_port, inject)
-            readers.append(self.prometheus.reader)
-        self._prometheus_port = self.prometheus.port if self.prometheus is not None else None
-        self.meter_provider: MeterProvider | None = MeterProvider(
+        self.meter_provider = MeterProvider(
             resource=self.resource,
             metric_readers=readers,
             # Every instrument keeps metrics.max-series series before the SDK folds the
@@ -206,8 +237,6 @@ class Signals:
         )
         meter = self.meter_provider.get_meter(semconv.SCOPE_NAME)
         self._instruments: Instruments | None = Instruments(meter, self.metric_state, self.stats)
-        #: The metric exports' counts once the exporter is released.
-        self._final_metric_exports: dict[str, int] | None = None
         self.samples: ExportPipeline[HistogramSample] = ExportPipeline(
             "observations",
             self._record_samples,
@@ -215,6 +244,7 @@ class Signals:
             queue_size=self.settings.queue_size,
             batch_size=self.settings.batch_size,
         )
+        self._pipelines.append(self.samples)
 
     def _record_samples(self, batch: list[HistogramSample]) -> bool:
         instruments = self._instruments
@@ -272,12 +302,14 @@ class Signals:
         return text
 
     def stats(self) -> dict[str, Any]:
+        crashes = sum(pipeline.stats().crashes for pipeline in self._pipelines)
         out: dict[str, Any] = {
             "traces": {**self.spans.stats().as_dict(), "deleted": self._deleted("traces")},
             "observations": self.samples.stats().as_dict(),
             "logs": {**self.logs.stats().as_dict(), "deleted": self._deleted("logs")},
             "python_logs": self.python_logs.stats() if self.python_logs else {"active": False},
-            "internal_errors": self._loop_errors() + self._export_errors,
+            "internal_errors": self._loop_errors() + self._export_errors + crashes,
+            "hooks_disabled": self._hooks_disabled(),
         }
         metric_exports = self._metric_export_counts()
         if metric_exports is not None:
@@ -317,6 +349,22 @@ class Signals:
             self.prometheus.close()
         self._release_metrics()
 
+    def _abort(self) -> None:
+        """Undo a construction that failed halfway: nothing was submitted yet."""
+        for pipeline in self._pipelines:
+            pipeline.close(_ABORT_TIMEOUT)
+        try:
+            if self.meter_provider is not None:
+                self.meter_provider.shutdown(timeout_millis=_ABORT_TIMEOUT * 1000)
+            else:  # readers start their threads before a provider owns them
+                for reader in self._readers:
+                    reader.shutdown(timeout_millis=_ABORT_TIMEOUT * 1000)
+        except Exception:
+            logger.exception("otel-spans: metrics shutdown failed")
+        if self.prometheus is not None:
+            self.prometheus.close()
+        self._release_metrics()
+
     def _release_metrics(self) -> None:
         """Let go of the metric SDK and of every series once closed.
 
@@ -328,6 +376,7 @@ class Signals:
         """
         self._final_metric_exports = self._metric_export_counts()
         self._metric_exporter = None
+        self._readers = []
         self.prometheus = None
         self.meter_provider = None
         self._instruments = None

@@ -76,6 +76,11 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
 
     ``setup`` and ``teardown`` mirror each other: the provider lease and the
     ``execute`` wrapper are taken and given back in reverse order.
+
+    A worker runs one copy at a time. Registering it again under the same name makes
+    distributed tear the old copy down first; a copy registered under another name
+    takes over in ``setup``: the running copy is unhooked, its leases given back and
+    it leaves ``Worker.plugins``. Unregistering, or closing the worker, tears it down.
     """
 
     name = PLUGIN_NAME
@@ -94,7 +99,9 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
     def setup(self, worker: Worker) -> None:
         """Resolve the settings (ConfigError names a bad key) and hook the worker."""
         settings = Settings.from_config()
+        replaced = self._take_over(worker)
         if not settings.enabled:
+            _release_off_loop(replaced)
             logger.info("otel-spans: disabled on worker %s", worker.id)
             return
 
@@ -107,14 +114,32 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         self._logs = worker_logs.acquire(
             settings, lambda: resource().attributes, _task_span_of_key(worker)
         )
+        # After this copy's leases are taken, the old ones are never the process's
+        # last: giving them back releases nothing that blocks.
+        _release_off_loop(replaced)
         # The scheduler exports an unsampled caller's workflow anyway: so do task spans.
         self._force_sampled = not settings.traces.follow_caller_sampling
         self._shadowed = worker.__dict__.get("execute")
         self._wrapper = self._wrap(worker, worker.execute)
         setattr(worker, "execute", self._wrapper)  # noqa: B010 (mypy forbids method-assign)
 
-    async def teardown(self, worker: Worker) -> None:
-        """Unhook the worker, then flush (off the event loop, bounded)."""
+    def _take_over(self, worker: Worker) -> list[Callable[[], None]]:
+        """Unhook every other copy on ``worker``; returns their releases, to call later."""
+        releases: list[Callable[[], None]] = []
+        for name, other in list(worker.plugins.items()):
+            if isinstance(other, OtelSpansWorkerPlugin) and other is not self:
+                logger.info(
+                    "otel-spans: a new copy was registered on worker %s; tearing down the "
+                    "running one (plugin %r)",
+                    worker.id,
+                    name,
+                )
+                del worker.plugins[name]
+                releases.extend(other._unhook(worker))
+        return releases
+
+    def _unhook(self, worker: Worker) -> list[Callable[[], None]]:
+        """Give ``execute`` back; returns the releases of the leases (blocking calls)."""
         lease, self._lease = self._lease, None  # a wrapper still in a chain now passes through
         if self._wrapper is not None and worker.__dict__.get("execute") is self._wrapper:
             if self._shadowed is not None:  # someone wrapped it before us: give theirs back
@@ -123,9 +148,12 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
                 del worker.execute
         self._wrapper = None
         logs, self._logs = self._logs, None
-        for release in (logs.release if logs else None, lease.release if lease else None):
-            if release is not None:
-                await asyncio.get_running_loop().run_in_executor(None, release)
+        return [part.release for part in (logs, lease) if part is not None]
+
+    async def teardown(self, worker: Worker) -> None:
+        """Unhook the worker, then flush (off the event loop, bounded)."""
+        for release in self._unhook(worker):
+            await asyncio.get_running_loop().run_in_executor(None, release)
 
     def stats(self) -> dict[str, object]:
         """Export counters of this process's worker spans and Python log records, and
@@ -193,6 +221,19 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
             "otel-spans: internal error around a task's execution (ignored)",
             exc_info=True,
         )
+
+
+def _release_off_loop(releases: list[Callable[[], None]]) -> None:
+    """Run blocking releases in the event loop's executor (inline when there is none)."""
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    for release in releases:
+        if loop is None:
+            release()
+        else:
+            loop.run_in_executor(None, release)
 
 
 def _task_span_of_key(worker: Worker) -> Callable[[object], tuple[int, int] | None]:

@@ -1,6 +1,6 @@
 module otel-spans.test/backends/prometheus
 
-go 1.26.0
+go 1.26.7
 
 tool github.com/prometheus/prometheus/cmd/prometheus
 

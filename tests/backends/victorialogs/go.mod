@@ -1,6 +1,6 @@
 module otel-spans.test/backends/victorialogs
 
-go 1.26.0
+go 1.26.5
 
 tool github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs
 

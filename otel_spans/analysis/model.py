@@ -1,7 +1,7 @@
 """What the report's analysis consumes: a finished workflow as plain, frozen values.
 
 These types say nothing about where the data came from (OTLP/JSON files, a live
-scheduler, a test): loaders build them, :mod:`~otel_spans.analysis.workflow` reads them,
+scheduler, a test): loaders build them, the analyses of :mod:`otel_spans.analysis` read them,
 the renderers draw them. Times are integer epoch nanoseconds everywhere, like the rest
 of the package; durations only become float seconds in analysis results.
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from otel_spans import semconv
-from otel_spans.analysis.workflow import critical_path
+from otel_spans.analysis.critical_path import critical_path
 from otel_spans.report.build import BuiltWorkflow
 from otel_spans.report.load import LoadedSpan, as_float, as_int
 

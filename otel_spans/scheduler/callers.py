@@ -22,9 +22,9 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from otel_spans import ids, semconv
-from otel_spans.context import parse_traceparent
 from otel_spans.records import MAX_WORKFLOW_ATTRIBUTES, workflow_attributes
 from otel_spans.scheduler.snapshots import root_of, span_uuid_of_key
+from otel_spans.traceparent import parse_traceparent
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -52,7 +52,7 @@ class Caller(NamedTuple):
 def parse_caller(value: Any) -> Caller | None:
     """The :class:`Caller` of an ``otel_spans`` task annotation; None if it names none.
 
-    Parsed exactly as workers parse it (:func:`otel_spans.context.parse_traceparent`),
+    Parsed exactly as workers parse it (:func:`otel_spans.traceparent.parse_traceparent`),
     so that every process derives the same ids from the same annotation.
     """
     if not isinstance(value, dict):

@@ -11,9 +11,11 @@ The work itself is in one module per job:
 * :mod:`~otel_spans.scheduler.profile_fetch` — profiles of finished workflows;
 * :mod:`~otel_spans.scheduler.dask_events` — Dask events as log entries (and what a key or
   span id named in a Python log record means);
-* :mod:`~otel_spans.scheduler.callers` — the caller's context from ``update_graph``.
+* :mod:`~otel_spans.scheduler.callers` — the caller's context from ``update_graph``;
 * :mod:`~otel_spans.scheduler.guard` — when a copy must close itself, and when it
-  stops following tasks after repeated errors of its own.
+  stops following tasks after repeated errors of its own;
+* :mod:`~otel_spans.scheduler.parts` — which of these parts a started copy runs, and
+  how they are wired to each other.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from otel_spans.scheduler.callers import watch_submitting_tasks
 from otel_spans.scheduler.dask_events import DaskEvents
 from otel_spans.scheduler.guard import WATCH_INTERVAL, ErrorBudget, orphaned
 from otel_spans.scheduler.metrics_tick import SpanMetricsTick
+from otel_spans.scheduler.parts import build_parts
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
-from otel_spans.scheduler.task_groups import TaskGroups, compute_seconds
+from otel_spans.scheduler.task_groups import compute_seconds
 from otel_spans.scheduler.tracking import SpanTracker
 from otel_spans.telemetry.signals import Signals
 from otel_spans.throttle import Throttle
@@ -180,39 +183,16 @@ class OtelSpansPlugin(SchedulerPlugin):
                 other._tracker = None
 
     def _start_parts(self, scheduler: Scheduler, settings: Settings, signals: Signals) -> None:
-        task_groups = None
-        erred_logs = settings.logs.erred_tasks and settings.logs.target.enabled
-        if signals.traces_enabled or erred_logs:
-            # Without traces and erred-task logs nothing would read the task groups.
-            task_groups = TaskGroups(
-                scheduler,
-                submit=signals.submit_span,
-                log=signals.submit_log if erred_logs else None,
-                max_error_stories=settings.traces.max_error_stories,
-                max_length=settings.max_attribute_length,
-                exception_messages=settings.capture.exceptions == "message",
-                exemplar=lambda span, prefix, seconds, span_id: signals.task_exemplar(
-                    span.tags, span.labels, prefix, seconds, span.trace_id, span_id
-                ),
-            )
-        if settings.profile.enabled:
-            if settings.logs.target.enabled:
-                self._profiles = WorkflowProfiles(scheduler, settings.profile, signals)
-            else:
-                logger.warning("otel-spans: profile is on but logs go nowhere: no profiles")
-        self._tracker = SpanTracker(
-            scheduler, settings, signals, task_groups, Resume(self._poll_safely), self._profiles
+        parts = build_parts(
+            scheduler,
+            settings,
+            signals,
+            resume_poll=Resume(self._poll_safely),
+            resume_metrics=Resume(self._metrics_safely),
+            inherited=self._inherited,
         )
-        for old in self._inherited:  # what earlier copies exported is not exported again
-            self._tracker.inherit(old)
-            old.clear()
-        self._inherited = []
-        self._metrics = SpanMetricsTick(
-            scheduler, settings, signals, self._tracker, Resume(self._metrics_safely)
-        )
-        self._dask_events = DaskEvents(
-            scheduler, settings, signals.submit_log, self._tracker.identity, task_groups
-        )
+        self._tracker, self._metrics = parts.tracker, parts.metrics
+        self._profiles, self._dask_events = parts.profiles, parts.dask_events
         signals.export_python_logs(self._dask_events.about)
         scheduler.handlers["otel_spans_stats"] = self.stats
         if not self._page_served:

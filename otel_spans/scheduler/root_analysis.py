@@ -2,7 +2,7 @@
 
 When a root is exported done, this reads its live ``Span``/``TaskGroup`` objects (on
 the event loop) into a :class:`~otel_spans.analysis.model.Workflow` and runs the pure
-analysis of :mod:`otel_spans.analysis.workflow` over it; the result is the root's
+analysis of :mod:`otel_spans.analysis` over it; the result is the root's
 :class:`~otel_spans.records.WorkflowAnalysis` record and its thread-count events.
 
 Task-level data is sampled (see :mod:`otel_spans.scheduler.sampling`), so the model is
@@ -19,8 +19,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from otel_spans import semconv
+from otel_spans.analysis.critical_path import critical_path
+from otel_spans.analysis.efficiency import busy_seconds, parallel_efficiency
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
-from otel_spans.analysis.workflow import busy_seconds, critical_path, parallel_efficiency
 from otel_spans.records import SpanEventRecord, WorkflowAnalysis, ns
 
 if TYPE_CHECKING:

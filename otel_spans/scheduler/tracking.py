@@ -34,6 +34,7 @@ from otel_spans.config import Settings, format_trace_url
 from otel_spans.records import AttrValue
 from otel_spans.scheduler import snapshots, span_records, span_state
 from otel_spans.scheduler.callers import CallerContexts
+from otel_spans.scheduler.done_check import is_done
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_records import ExportSnapshot
@@ -280,7 +281,7 @@ class SpanTracker:
                 continue
             track = self.tracks[uuid]
             if uuid in changed:
-                if self._done(open_span, changed, done):
+                if is_done(open_span, changed, done, self.open, self.tracks):
                     if track.done_since is None:
                         track.done_since = now
                         self._lingering.add(uuid)
@@ -291,38 +292,6 @@ class SpanTracker:
                 self._export(open_span, track, done=True)
             elif final:
                 self._export(open_span, track, done=False)
-
-    def _done(self, span: Span, changed: set[str], memo: dict[str, bool]) -> bool:
-        """``Span.done``, without walking the whole subtree on every poll.
-
-        Dask's ``Span.done`` visits every task group below the span, and a root is
-        re-checked whenever any of its descendants had a transition: with 1,000
-        sub-spans that is 1,000 groups per check. Here a span is done when its own
-        groups are, and each child is: a child that is no longer open was exported
-        done (any later transition would have reopened it) unless shutdown exported it
-        unfinished, a child outside
-        ``changed`` had no transition since it was last checked, and only the other
-        children are looked at again, once per poll (``memo``).
-        """
-        known = memo.get(span.id)
-        if known is not None:
-            return known
-        result = all(group.done for group in span.groups)
-        for child in span.children:
-            if not result:
-                break
-            if child.id not in self.open:
-                # exported: done unless it was exported unfinished (at shutdown)
-                child_track = self.tracks.get(child.id)
-                result = child_track is None or child_track.exported_at is not None
-                continue
-            if child.id in changed:
-                result = self._done(child, changed, memo)
-            else:
-                track = self.tracks.get(child.id)
-                result = track is not None and track.done_since is not None
-        memo[span.id] = result
-        return result
 
     def _reopen(self, span: Span, when: float) -> None:
         track = self.tracks.get(span.id)

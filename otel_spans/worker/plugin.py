@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from opentelemetry import context as otel_context
 
-from otel_spans import context, semconv
+from otel_spans import semconv, task_trace, traceparent
 from otel_spans.config import Settings
 from otel_spans.export.resource import build_resource
 from otel_spans.throttle import Throttle
@@ -206,13 +206,13 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         """What a task runs with: its context and its children counter."""
         if ts is None or self._lease is None:
             return None
-        sc = context.task_span_context(key, ts.annotations or {}, ts.span_id)
+        sc = task_trace.task_span_context(key, ts.annotations or {}, ts.span_id)
         if sc is None:
             return None
         if self._force_sampled and not sc.trace_flags.sampled:
-            sc = context.sampled(sc)
+            sc = traceparent.sampled(sc)
         run = worker_tracing.begin_run(sc.trace_id, sc.span_id)
-        return ts, context.task_context(sc), run
+        return ts, task_trace.task_context(sc), run
 
     def _internal_error(self) -> None:
         self._internal_errors += 1
@@ -247,7 +247,7 @@ def _task_span_of_key(worker: Worker) -> Callable[[object], tuple[int, int] | No
             return None
         if ts is None:
             return None
-        sc = context.task_span_context(value, ts.annotations or {}, ts.span_id)
+        sc = task_trace.task_span_context(value, ts.annotations or {}, ts.span_id)
         return None if sc is None else (sc.trace_id, sc.span_id)
 
     return about

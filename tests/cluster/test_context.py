@@ -44,8 +44,8 @@ from otel_spans.context import (
     context_from_traceparent,
     format_traceparent,
     parse_traceparent,
-    traceparent_of,
 )
+from otel_spans.traceparent import traceparent_of
 from otel_spans.worker import METADATA_CHILDREN, OtelSpansWorkerPlugin
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan

@@ -16,8 +16,8 @@ from distributed import span
 
 from otel_spans.config import RecordLimits
 from otel_spans.export import wire as otlp_wire
+from otel_spans.export.http_sender import retry_after_seconds
 from otel_spans.export.outcome import Delivery, Sent, deliver
-from otel_spans.export.senders import retry_after_seconds
 from tests.servers.otlp_http import THROTTLE_SECONDS
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import await_until, cluster_test, stats, traced_cluster

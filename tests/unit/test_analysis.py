@@ -17,8 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from otel_spans.analysis.bottlenecks import stragglers
+from otel_spans.analysis.critical_path import critical_path
+from otel_spans.analysis.efficiency import efficiency
 from otel_spans.analysis.model import Phase, TaskRun, ThreadInterval, Workflow
-from otel_spans.analysis.workflow import analyse, critical_path, efficiency, stragglers
+from otel_spans.analysis.workflow import analyse
 from tests.support.golden import (
     GOLDEN_PATH,
     MS,

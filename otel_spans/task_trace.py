@@ -1,0 +1,90 @@
+"""Which trace a task's Dask span tree belongs to, and the span of a running task.
+
+The rule every process applies to a task's annotations (:func:`tree_trace`): the
+caller's trace when the ``otel_spans`` annotation says ``link: false``, otherwise
+``ids.workflow_trace_id(<root Dask span uuid>)``. Its own module because the workers
+apply it to every task they run (:func:`task_span_context`, the id the scheduler gives
+the task's span), and the client (:mod:`otel_spans.context`) to the annotation it
+adds, and both must give the same answer.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from otel_spans import ids, semconv
+from otel_spans.traceparent import context_with_span, parse_traceparent, remote_span_context
+
+
+def dask_span_ids(annotations: Mapping[str, Any]) -> Sequence[str]:
+    """Dask span uuids of a task, root first (``annotations["span"]["ids"]``); may be empty."""
+    value = annotations.get("span")
+    span_ids = value.get("ids") if isinstance(value, Mapping) else None
+    # Called for every task a worker runs: no copy, only the shape is checked.
+    if isinstance(span_ids, (list, tuple)) and span_ids and isinstance(span_ids[-1], str):
+        return span_ids
+    return ()
+
+
+@functools.lru_cache(maxsize=1024)
+def _root_trace_id(root_uuid: str) -> int:
+    # Every task of a tree asks again; one sha256 saved per task.
+    return ids.workflow_trace_id(root_uuid)
+
+
+def tree_trace(annotations: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(trace_id, flags)`` of the Dask span tree a task with ``annotations`` is in.
+
+    The caller's when the ``otel_spans`` annotation says ``link: false``, otherwise
+    ``ids.workflow_trace_id(root uuid)`` (sampled). None for a task with no ``span``
+    annotation and no caller (see :func:`task_span_context` for those).
+    """
+    span_ids = dask_span_ids(annotations)
+    return _tree_of(annotations, span_ids[0] if span_ids else None)
+
+
+def _tree_of(annotations: Mapping[str, Any], root_uuid: str | None) -> tuple[int, int] | None:
+    caller = annotations.get(semconv.ANNOTATION)
+    # A missing "link" means false, as on the scheduler: both must pick the same trace.
+    if isinstance(caller, Mapping) and not caller.get("link", False):
+        parsed = parse_traceparent(caller.get("traceparent"))
+        if parsed is not None:
+            return parsed[0], parsed[2]
+    if root_uuid is None:
+        return None
+    return _root_trace_id(str(root_uuid)), TraceFlags.SAMPLED
+
+
+def task_span_context(
+    key: object, annotations: Mapping[str, Any], span_uuid: str | None = None
+) -> SpanContext | None:
+    """The span context of a running task's OTel span, or None when it has none.
+
+    ``span_id = ids.task_run_span_id(<its Dask span uuid>, str(key), 1)``, the id the
+    scheduler gives the task's span; remote, because the scheduler exports it.
+    ``span_uuid`` is the Dask span the scheduler put the task in (the worker's
+    ``TaskState.span_id``); without it, the last of the ``span`` annotation's ids. The
+    root of its tree is the first of those ids when the span is among them; a task
+    outside them (no ``span`` annotation) is in Dask's default span, a root of its own.
+    """
+    span_ids = dask_span_ids(annotations)
+    if span_uuid is None:
+        if not span_ids:
+            return None
+        span_uuid = str(span_ids[-1])
+    root = span_ids[0] if span_uuid in span_ids else span_uuid
+    tree = _tree_of(annotations, str(root))
+    if tree is None:
+        return None
+    span_id = ids.task_run_span_id(span_uuid, str(key), 1)
+    return remote_span_context(tree[0], span_id, tree[1])
+
+
+def task_context(span_context: SpanContext) -> Context:
+    """The OTel context a task runs in: the current one with the task's span in it."""
+    return context_with_span(span_context, None)

@@ -37,6 +37,7 @@ from otel_spans.export.console import ConsoleSender, TeeSender
 from otel_spans.export.files import FileSender, writer_for
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
 from otel_spans.export.tls import grpc_credentials, http_session
+from otel_spans.redact import redact_url
 from otel_spans.settings import ExportTarget
 from otel_spans.throttle import Throttle
 
@@ -135,7 +136,8 @@ class OtlpSender:
         self._warnings = Throttle(_WARN_EVERY)
 
     def _warn(self, message: str, *args: object) -> None:
-        self._warnings.log(logging.WARNING, message, *args)
+        shown = [redact_url(a) if isinstance(a, str) else a for a in args]
+        self._warnings.log(logging.WARNING, message, *shown)
 
     def send(self, request: bytes) -> Sent:
         """What the collector did with the request (accepted, with how many items it

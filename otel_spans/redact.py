@@ -29,8 +29,8 @@ HIDDEN = "***"
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#@\s]*)@")
 # A header name: an HTTP token (RFC 9110 tchar), as the OTel specification's key format.
 _NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-# An encoded value: W3C baggage-octets plus the space (as the SDK's liberal parser
-# accepts, for values such as ``Bearer abc``); a quote, backslash, ";" or "/" must be
+# An encoded value: what the SDK's liberal parser accepts (baggage octets, "/" and the
+# space, for values such as ``Bearer abc/d==``); a quote, backslash, "," or ";" must be
 # percent-encoded.
 _ENCODED_VALUE = re.compile(r"[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*")
 # A decoded value that HTTP and gRPC metadata both carry: printable ASCII.
@@ -93,7 +93,7 @@ def parse_headers(variable: str, text: str, warn: Warn) -> dict[str, str]:
             continue
         where = name.lower()
         if not _ENCODED_VALUE.fullmatch(raw_value):
-            warn(variable, where, 'the value must be URL-encoded (%22 for ", %2F for /)')
+            warn(variable, where, 'the value must be URL-encoded (%22 for ", %3B for ;)')
             continue
         try:
             value = unquote(raw_value.strip(" \t"), errors="strict")

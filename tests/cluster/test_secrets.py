@@ -32,6 +32,7 @@ from otel_spans import config
 from otel_spans.config import ConfigError, Settings
 from otel_spans.scheduler.plugin import OtelSpansPlugin
 from otel_spans.worker.plugin import OtelSpansWorkerPlugin
+from tests.servers.otlp_receiver import SIGNALS, OtlpReceiver
 from tests.servers.ports import free_port
 from tests.support.cluster import await_until, cluster_test, stats, traced_cluster
 from tests.support.tasks import inc
@@ -225,3 +226,45 @@ async def test_a_start_failing_on_a_secret_bearing_key_names_the_key_only(
         seen.append("".join(traceback.format_exception(on_worker.value)))
     seen += seen_in_logs(caplog)
     assert [text for text in seen if leaks(text)] == []
+
+
+@cluster_test(90)
+async def test_credentials_reach_the_collector_and_no_record_carries_them(
+    otlp_receiver: OtlpReceiver,
+    key_file: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Over OTLP/HTTP the URL's credentials go as basic authentication and the headers
+    as headers, from the scheduler and the workers; no exported record quotes them."""
+    malformed_env(monkeypatch, key_file)
+    user, password = "alice", secret("url-ok")
+    base = otlp_receiver.http_endpoint.replace("http://", f"http://{user}:{password}@")
+    cfg: dict[str, Any] = {
+        "distributed.worker.preload": ["otel_spans"],
+        "otel-spans.endpoint": base,
+        "otel-spans.protocol": "http/protobuf",
+        "otel-spans.headers": {"x-api-key": secret("key-ok")},
+        "otel-spans.metrics.interval": "200ms",
+        "otel-spans.logs.python.loggers": ["distributed", "otel_spans", "tests"],
+        "otel-spans.logs.python.level": "DEBUG",
+    }
+    caplog.set_level(logging.DEBUG)
+    async with traced_cluster(cfg) as (client, _, _):
+        with otel_spans.span("secrets-ok"):
+            assert await client.submit(user_span, key="user-span-0", pure=False) == 1
+
+        def received() -> bool:
+            spans = {s.name for s in otlp_receiver.spans()}
+            signals = {r.signal for r in otlp_receiver.records()}
+            return {"secrets-ok", "user-span"} <= spans and signals == set(SIGNALS)
+
+        await await_until(received, 30, lambda: f"received {otlp_receiver.records()}")
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    for record in otlp_receiver.records():
+        assert record.headers["authorization"] == f"Basic {basic}", record.signal
+        assert record.headers["x-api-key"] == secret("key-ok"), record.signal
+        # the variables' headers are set aside: the key decides
+        assert not {"x-tenant", "x", "y"} & set(record.headers), record.signal
+    exported = [str(record.request) for record in otlp_receiver.records()]
+    assert [text for text in exported + seen_in_logs(caplog) if leaks(text)] == []

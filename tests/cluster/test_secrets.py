@@ -3,9 +3,10 @@
 A distinct secret sits in every secret-bearing key and variable, in valid and
 malformed forms. A real scheduler with the plugin and workers with the preload start,
 export to a closed loopback port (so every sender warns), serve their pages and shut
-down; every log record (all loggers, DEBUG and up), exception text, ``stats()``,
-``repr`` of the settings, the workflows page and the Prometheus page is searched for
-the secrets, plain, URL-encoded or inside base64.
+down; every log record (all loggers, DEBUG and up), standard output and error, every
+exception text, ``stats()``, ``repr`` of the settings, the workflows page and the
+Prometheus page is searched for the secrets, plain, URL-encoded or inside base64. With
+a real collector, the credentials arrive and no exported record quotes them.
 """
 
 from __future__ import annotations
@@ -139,10 +140,13 @@ async def test_no_secret_in_logs_stats_repr_or_pages(
     key_file: str,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     closed = free_port()  # nothing listens there: every export fails
     malformed_env(monkeypatch, key_file)
-    url = f"http://alice:{secret('url-' + source)}@127.0.0.1:{closed}"
+    # Keys: TLS, so that the client key is read (gRPC credentials, requests' cert).
+    scheme = "http" if source == "variables" else "https"
+    url = f"{scheme}://alice:{secret('url-' + source)}@127.0.0.1:{closed}"
     cfg: dict[str, Any] = {
         "distributed.worker.preload": ["otel_spans"],
         "otel-spans.timeout": "1s",
@@ -160,6 +164,7 @@ async def test_no_secret_in_logs_stats_repr_or_pages(
             "otel-spans.protocol": protocol,
             "otel-spans.headers": {"authorization": f"Bearer {secret('key')}"},
             "otel-spans.client-key": key_file,
+            "otel-spans.client-certificate": key_file,
         }
     seen: list[str] = []
     caplog.set_level(logging.DEBUG)
@@ -181,7 +186,7 @@ async def test_no_secret_in_logs_stats_repr_or_pages(
         prometheus = f"http://127.0.0.1:{counts['prometheus_port']}/metrics"
         for address in (page, page + "?format=json", prometheus):
             seen.append(await asyncio.to_thread(fetch, address))
-    seen += seen_in_logs(caplog)
+    seen += [*seen_in_logs(caplog), *capfd.readouterr()]  # gRPC's C core writes to fd 2
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     # The failures were said, with the endpoint shown and its password hidden ...
     assert any(f"alice:***@127.0.0.1:{closed}" in m for m in warnings), warnings

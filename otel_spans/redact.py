@@ -25,8 +25,9 @@ from urllib.parse import unquote
 #: Stands for a hidden value wherever one would be shown.
 HIDDEN = "***"
 
-# ``scheme://userinfo@``; userinfo may not contain "/", "?", "#", "@" or whitespace.
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#@\s]*)@")
+# ``scheme://userinfo@``: up to the authority's last "@" (as ``urlparse`` reads it, so
+# that a raw "@" in a password is hidden too); no "/", "?", "#" or whitespace.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#\s]*)@")
 # A header name: an HTTP token (RFC 9110 tchar), as the OTel specification's key format.
 _NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # An encoded value: what the SDK's liberal parser accepts (baggage octets, "/" and the

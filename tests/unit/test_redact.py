@@ -18,6 +18,7 @@ SECRET = "Zq9-s3cr3t"
     [
         (f"http://alice:{SECRET}@c:4318/v1/traces", "http://alice:***@c:4318/v1/traces"),
         (f"https://{SECRET}@c", "https://***@c"),  # a token alone as user name
+        (f"http://a:p@{SECRET}@c:1/x", "http://a:***@c:1/x"),  # a raw "@" in the password
         (f"http://a:{SECRET}@c:notaport", "http://a:***@c:notaport"),  # malformed: still
         ("http://c:4317/x?u=a@b", "http://c:4317/x?u=a@b"),  # "@" outside the authority
         ("http://c:4317", "http://c:4317"),

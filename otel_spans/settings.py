@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
+
+from otel_spans.redact import redact_url, shown_headers
 
 #: Most workflow attributes that become metric attributes (each multiplies the series).
 MAX_ATTRIBUTE_LABELS = 4
@@ -38,9 +40,10 @@ class ConfigError(ValueError):
     """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ExportTarget:
-    """Where one signal goes and how."""
+    """Where one signal goes and how. Its ``repr`` hides header values and the
+    endpoint's password (it ends up in tracebacks and debug logs)."""
 
     kind: ExporterKind
     #: Full URL for OTLP (for http/protobuf including the /v1/<signal> path).
@@ -64,15 +67,22 @@ class ExportTarget:
     #: Also print every record to standard output (the OTel ``console`` exporter).
     console: bool = False
 
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["headers"] = shown_headers(self.headers)
+        shown["endpoint"] = None if self.endpoint is None else redact_url(self.endpoint)
+        return f"ExportTarget({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
     @property
     def enabled(self) -> bool:
         """Whether the signal goes anywhere at all."""
         return self.kind != "none" or self.console
 
     def describe(self) -> str:
-        """Where the data goes, for log lines; never includes header values."""
+        """Where the data goes, for log lines; never includes header values or the
+        endpoint's password."""
         if self.kind == "otlp":
-            where = f"OTLP {self.protocol} {self.endpoint}"
+            where = f"OTLP {self.protocol} {redact_url(str(self.endpoint))}"
         elif self.kind == "file":
             where = f"OTLP/JSON files in {self.directory.resolve()}"
         else:

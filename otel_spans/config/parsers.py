@@ -10,6 +10,7 @@ the variable were not set".
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -20,25 +21,39 @@ from typing import Any
 
 from dask.utils import parse_bytes, parse_timedelta
 
+from otel_spans.redact import redact_url
 from otel_spans.settings import ConfigError
 
 NAMESPACE = "otel-spans"
 logger = logging.getLogger("otel_spans.config")
 
 
-#: (variable, value) pairs already warned about: each is said once per process, however
-#: many schedulers, workers and clients resolve the settings.
+#: (variable, keyed digest of value and reason) pairs already warned about: each is
+#: said once per process, however many schedulers, workers and clients resolve the
+#: settings. A digest, not the value: a headers variable's value is a secret.
 _WARNED: set[tuple[str, str]] = set()
 _WARNED_LOCK = threading.Lock()
+#: Key of those digests, new in every process.
+_DIGEST_KEY = os.urandom(16)
 
 
 def warn_ignored(name: str, value: str, why: str) -> None:
-    """Log once that an ``OTEL_*`` variable's value is ignored, and why."""
+    """Log once that an ``OTEL_*`` variable's value is ignored, and why.
+
+    ``why`` is logged as given: a caller whose value may be secret leaves it out."""
+    digest = hashlib.blake2b(f"{value}\0{why}".encode(), key=_DIGEST_KEY).hexdigest()
     with _WARNED_LOCK:
-        if (name, value) in _WARNED:
+        if (name, digest) in _WARNED:
             return
-        _WARNED.add((name, value))
+        _WARNED.add((name, digest))
     logger.warning("otel-spans: ignoring %s: %s", name, why)
+
+
+class Shown(str):
+    """A value as an error may show it (secrets replaced), printed without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def fail(key: str, value: Any, allowed: str) -> ConfigError:
@@ -298,16 +313,19 @@ class ReadableFile(Text):
 
 @dataclass(frozen=True)
 class Url(Parser):
+    """An endpoint; errors show it with its ``user:password@`` redacted."""
+
     allowed: str = "an http:// or https:// URL with a host, e.g. http://collector:4317"
 
     def __call__(self, key: str, value: Any) -> str:
         if not isinstance(value, str):
-            raise fail(key, value, self.allowed)
+            raise fail(key, Shown(redact_url(repr(value))), self.allowed)
+        shown = redact_url(value.strip())
         try:
             parsed = urllib.parse.urlparse(value.strip())
             parsed.port  # noqa: B018 (raises ValueError on a bad port)
         except ValueError:
-            raise fail(key, value, self.allowed) from None
+            raise fail(key, shown, self.allowed) from None
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise fail(key, value, self.allowed)
+            raise fail(key, shown, self.allowed)
         return value.strip()

@@ -21,6 +21,7 @@ from otel_spans.config.table import (
     Setting,
     allowed_keys,
 )
+from otel_spans.redact import has_userinfo, redact_url, strip_userinfo
 from otel_spans.settings import (
     CaptureSettings,
     ConfigError,
@@ -240,6 +241,14 @@ class Resolver:
                 if protocol == "grpc"
                 else f"http://localhost:4318/v1/{signal}"
             )
+        if protocol == "grpc" and has_userinfo(endpoint):
+            warn_ignored(
+                "the user:password of an OTLP endpoint",
+                endpoint,
+                f"gRPC sends no URL credentials ({redact_url(endpoint)}); "
+                "put them in otel-spans.headers or OTEL_EXPORTER_OTLP_HEADERS",
+            )
+            endpoint = strip_userinfo(endpoint)
         return ExportTarget(
             kind=kind,
             endpoint=endpoint if kind == "otlp" else None,

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry.util.re import parse_env_headers
-
-from otel_spans.config.parsers import Parser, Text, fail, warn_ignored
+from otel_spans import redact
+from otel_spans.config.parsers import Parser, Shown, Text, fail, warn_ignored
 from otel_spans.records import workflow_attributes
 from otel_spans.settings import (
     MAX_ATTRIBUTE_LABELS,
@@ -25,40 +24,48 @@ from otel_spans.settings import (
 
 @dataclass(frozen=True)
 class StringMap(Parser):
-    """String keys to string values; ``OTEL_*_HEADERS`` (W3C-baggage-like ``k=v,k2=v2``)
-    is parsed by the OTel SDK."""
+    """String keys to string values; as ``OTEL_*_HEADERS`` (``k=v,k2=v2``, values
+    URL-decoded) they are parsed by :func:`otel_spans.redact.parse_headers`."""
 
     allowed: str = "a mapping of string keys to string values"
-    #: Values are secrets (headers): an error shows the keys only.
+    #: Values are secrets (headers): an error names the key and header only, and each
+    #: header must be one HTTP and gRPC can send.
     secret: bool = False
 
     def __call__(self, key: str, value: Any) -> dict[str, str]:
         value = value or {}
+        if self.secret:
+            return self._headers(key, value)
         if not isinstance(value, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in value.items()
         ):
-            shown = (
-                {k: "<hidden>" for k in value}
-                if self.secret and isinstance(value, Mapping)
-                else value
-            )
-            raise fail(key, shown, self.allowed)
+            raise fail(key, value, self.allowed)
         return {k: str(v) for k, v in value.items()}
 
+    def _headers(self, key: str, value: Any) -> dict[str, str]:
+        if not isinstance(value, Mapping):
+            raise fail(key, Shown(f"<{type(value).__name__}>"), self.allowed)
+        headers: dict[str, str] = {}
+        for position, (name, text) in enumerate(value.items(), start=1):
+            readable = isinstance(name, str) and redact.header_problem(name, "") is None
+            where = f"header {name!r}" if readable else f"header #{position}"
+            if not isinstance(text, str | int | float) or isinstance(text, bool):
+                raise fail(key, Shown(f"{where} (value hidden)"), "a string value")
+            problem = readable and redact.header_problem(str(name), str(text))
+            if not readable or problem:
+                why = problem or "the name is not a valid header name"
+                raise fail(key, Shown(f"{where} (value hidden)"), f"a valid header ({why})")
+            headers[str(name)] = str(text)
+        return headers
+
     def from_env(self, name: str, text: str) -> dict[str, str]:
-        """Entries without ``key=`` are dropped with a warning first, naming the variable
-        but not the entry: header values are often secrets, and the SDK's own warning
-        would print them."""
-        entries = [item for item in text.split(",") if item.strip()]
-        kept = [item for item in entries if item.partition("=")[0].strip() and "=" in item]
-        if len(kept) < len(entries):
-            warn_ignored(
-                name,
-                text,
-                f"{len(entries) - len(kept)} entry (value hidden) is not key=value; "
-                "the other entries are used",
-            )
-        return dict(parse_env_headers(",".join(kept), liberal=True))
+        """Malformed entries are dropped with a warning naming the variable and the
+        header (its position when even the name is unreadable), never the value."""
+
+        def warn(variable: str, header: str, why: str) -> None:
+            warn_ignored(variable, text, f"header {header}: {why}; the other entries are used")
+
+        return redact.parse_headers(name, text, warn)
 
 
 @dataclass(frozen=True)

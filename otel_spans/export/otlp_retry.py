@@ -22,6 +22,7 @@ import threading
 import time
 
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
+from otel_spans.redact import redact_url
 from otel_spans.settings import ExportTarget
 from otel_spans.throttle import Throttle
 
@@ -75,7 +76,8 @@ class OtlpSender:
         self._warnings = Throttle(_WARN_EVERY)
 
     def _warn(self, message: str, *args: object) -> None:
-        self._warnings.log(logging.WARNING, message, *args)
+        shown = [redact_url(a) if isinstance(a, str) else a for a in args]
+        self._warnings.log(logging.WARNING, message, *shown)
 
     def send(self, request: bytes) -> Sent:
         """What the collector did with the request (accepted, with how many items it

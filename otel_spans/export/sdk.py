@@ -10,9 +10,11 @@ own reading of ``OTEL_*`` never disagrees with the settings resolved in
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry.sdk.metrics import (
     Counter,
@@ -45,6 +47,60 @@ _DELTA = AggregationTemporality.DELTA
 Inject = Callable[[MetricsData, AggregationTemporality, int], MetricsData]
 
 
+class _Metadata(tuple):  # type: ignore[type-arg]
+    """gRPC metadata that is true even when empty: the SDK's gRPC exporters read
+    ``OTEL_EXPORTER_OTLP_HEADERS`` themselves when given none."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_E = TypeVar("_E")
+#: Set while this thread builds an SDK exporter (see :func:`_quiet_header_parser`).
+_building = threading.local()
+
+
+class _SdkHeaderParserFilter(logging.Filter):
+    """Drops the SDK header parser's warnings about variables this thread's exporter
+    construction made it read: they print the malformed entry, value included, and
+    :func:`otel_spans.redact.parse_headers` has already warned without it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_building, "active", False)
+
+
+_PARSER_LOGGER = logging.getLogger("opentelemetry.util.re")
+_PARSER_FILTER = _SdkHeaderParserFilter()
+
+
+@contextmanager
+def _quiet_header_parser() -> Iterator[None]:
+    """The SDK's OTLP/HTTP exporters parse ``OTEL_EXPORTER_OTLP_*HEADERS`` whatever
+    headers they are given: keep that parser quiet in this thread meanwhile."""
+    if _PARSER_FILTER not in _PARSER_LOGGER.filters:
+        _PARSER_LOGGER.addFilter(_PARSER_FILTER)
+    _building.active = True
+    try:
+        yield
+    finally:
+        _building.active = False
+
+
+def _only_our_headers(exporter: _E, target: ExportTarget) -> _E:
+    """An SDK OTLP/HTTP exporter sending exactly ``target.headers``: it merges the
+    ``OTEL_*`` headers variables under the headers it is given, though the settings
+    may have set them aside (``otel-spans.headers`` wins) or dropped a malformed
+    entry. Private in the SDK; without it the variables' headers are also sent."""
+    from opentelemetry.exporter.otlp.proto.http import _OTLP_HTTP_HEADERS
+
+    client: Any = getattr(exporter, "_client", None)
+    if isinstance(getattr(client, "_headers", None), dict):
+        headers = {k.lower(): v for k, v in _OTLP_HTTP_HEADERS.items()}
+        headers.update({k.lower(): v for k, v in target.headers.items()})
+        client._headers = headers
+    return exporter
+
+
 def _otlp_options(target: ExportTarget) -> dict[str, Any]:
     """The constructor arguments every OTLP exporter of ``target``'s protocol takes."""
     if target.protocol == "grpc":
@@ -54,7 +110,7 @@ def _otlp_options(target: ExportTarget) -> dict[str, Any]:
             "endpoint": target.endpoint,
             "insecure": target.insecure,
             "credentials": grpc_credentials(target),
-            "headers": dict(target.headers),
+            "headers": _Metadata((k.lower(), v) for k, v in target.headers.items()),
             "timeout": target.timeout,
             "compression": grpc.Compression.Gzip if target.compression else None,
         }
@@ -189,7 +245,8 @@ def _primary_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
         OTLPSpanExporter as HttpSpanExporter,
     )
 
-    return HttpSpanExporter(**_otlp_options(target))
+    with _quiet_header_parser():
+        return _only_our_headers(HttpSpanExporter(**_otlp_options(target)), target)
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -240,4 +297,6 @@ def _primary_metric_exporter(
         OTLPMetricExporter as HttpMetricExporter,
     )
 
-    return HttpMetricExporter(**_otlp_options(target), preferred_temporality=preference)
+    with _quiet_header_parser():
+        exporter = HttpMetricExporter(**_otlp_options(target), preferred_temporality=preference)
+    return _only_our_headers(exporter, target)

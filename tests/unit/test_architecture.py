@@ -38,6 +38,7 @@ SHARED = (
     "task_trace",
     "throttle",
     "markup",
+    "redact",
 )
 #: Shared modules that are packages (a package of modules with one job each).
 SHARED_PACKAGES = ("config",)

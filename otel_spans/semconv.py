@@ -147,6 +147,10 @@ UNIT_EVENTS: Final = "{event}"
 UNIT_RECORDS: Final = "{record}"
 UNIT_VALUES: Final = "{value}"
 UNIT_ERRORS: Final = "{error}"
+#: A 0/1 state. Not ``1``: Prometheus' OTLP translation names a gauge of unit ``1``
+#: ``..._ratio`` while its client library's exposition does not, and the two metrics
+#: paths must give one name.
+UNIT_STATE: Final = "{state}"
 
 #: Dask's metric units -> (execute metric, p2p metric, cluster metric, UCUM unit).
 #: This export's share of the Dask span's own worker metrics (context ``execute``, all

@@ -348,7 +348,7 @@ class Instruments:
         meter.create_observable_gauge(
             semconv.M_HOOKS_DISABLED,
             callbacks=[disabled_cb],
-            unit="1",
+            unit=semconv.UNIT_STATE,
             description="1 once otel-spans stopped following tasks after repeated internal errors",
         )
         meter.create_observable_counter(

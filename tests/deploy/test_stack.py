@@ -46,6 +46,16 @@ from tests.servers.prometheus import (
     PrometheusServer,
     promtool_check_config,
 )
+from tests.support.dashboards import (
+    LABEL_VALUES,
+    all_exprs,
+    dashboards,
+    expr_metric_names,
+    panels,
+    resolve_variables,
+    variable_names,
+    variable_query,
+)
 from tests.support.deploy_env import has_preload, host_port, load_module, otel_spans_settings
 from tests.support.metric_names import expected_metric_names, otlp_label_name, otlp_prometheus_name
 
@@ -103,10 +113,6 @@ def datasources() -> list[dict[str, Any]]:
     for path in sorted(DATASOURCES_DIR.glob("*.y*ml")):
         out.extend(load_yaml(path)["datasources"])
     return out
-
-
-def dashboards() -> dict[str, dict[str, Any]]:
-    return {p.name: json.loads(p.read_text()) for p in sorted(DASHBOARDS_DIR.glob("*.json"))}
 
 
 def env_default(value: str) -> str:
@@ -531,42 +537,6 @@ def test_grafana_provisioning_escapes_dollars() -> None:
 
 
 # -- dashboards: structure --------------------------------------------------------------
-def panels(dashboard: Mapping[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for panel in dashboard["panels"]:
-        out.append(panel)
-        out.extend(panel.get("panels", []))  # collapsed rows
-    return out
-
-
-def variable_query(variable: Mapping[str, Any]) -> str:
-    query = variable["query"]
-    return str(query["query"] if isinstance(query, dict) else query)
-
-
-VAR_REF = re.compile(r"\$(\w+)|\$\{(\w+)(?::(\w+))?\}|\[\[(\w+)(?::(\w+))?\]\]")
-
-
-def variable_names(text: str) -> set[str]:
-    return {next(g for g in m.groups() if g) for m in VAR_REF.finditer(text)}
-
-
-LABEL_VALUES = re.compile(
-    r"label_values\(\s*(?:(?P<selector>.+?)\s*,\s*)?(?P<label>[a-zA-Z_][a-zA-Z0-9_]*)\s*\)"
-)
-
-
-def all_exprs() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(dashboard file, panel, target) of every PromQL target (not the LogQL ones)."""
-    return [
-        (name, panel, target)
-        for name, dashboard in dashboards().items()
-        for panel in panels(dashboard)
-        for target in panel.get("targets", [])
-        if "expr" in target and target["datasource"]["type"] == "prometheus"
-    ]
-
-
 #: Dask's own metrics (distributed's /metrics) and the collector's self-metrics the
 #: dashboards use, with their labels: not otel-spans' instruments, so not in
 #: docs/telemetry.md; the live test scrapes real ones and runs the panels on them.
@@ -771,10 +741,6 @@ def test_every_panel_links_to_the_traces_of_the_selected_workflow() -> None:
 
 
 # -- metric names: OTLP translation and the documented contract -------------------------
-def expr_metric_names(expr: str) -> set[str]:
-    return set(re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr))
-
-
 def expr_label_names(expr: str) -> set[str]:
     labels = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)\s*\"", expr))
     for group in re.findall(r"\bby\s*\(([^)]*)\)", expr):
@@ -1016,79 +982,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                 server.stop()
                 print(f"--- prometheus log ---\n{server.log_text()[-20000:]}")
                 server.close()
-
-
-def escape_regex(value: str) -> str:
-    """A variable value inside a PromQL regex matcher, escaped the way Grafana does."""
-    return re.sub(r"([\\^$*+?.()|{}\[\]])", r"\\\\\1", value)
-
-
-def escape_string(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def label_values(prom: PrometheusServer, query: str) -> list[str]:
-    match = LABEL_VALUES.fullmatch(query)
-    assert match, query
-    params = {"match[]": match["selector"]} if match["selector"] else {}
-    return sorted(prom.api(f"label/{match['label']}/values", params))
-
-
-@dataclass
-class Resolved:
-    """Template variables with Grafana's default (or chosen) values, and their options."""
-
-    values: dict[str, str | list[str] | None]  # None: "All"
-    options: dict[str, list[str]]
-    multi: set[str]
-    all_value: dict[str, str]
-
-    def interpolate(self, text: str, builtins: Mapping[str, str]) -> str:
-        def value(match: re.Match[str]) -> str:
-            name = next(g for g in match.groups() if g)
-            if name in builtins:
-                return builtins[name]
-            chosen = self.values[name]
-            if name in self.multi:
-                if chosen is None:
-                    return self.all_value[name]
-                items = [escape_regex(v) for v in ([chosen] if isinstance(chosen, str) else chosen)]
-                return items[0] if len(items) == 1 else "(" + "|".join(items) + ")"
-            assert isinstance(chosen, str), name
-            return escape_string(chosen)
-
-        return VAR_REF.sub(value, text)
-
-
-def resolve_variables(
-    prom: PrometheusServer,
-    dashboard: Mapping[str, Any],
-    builtins: Mapping[str, str],
-    chosen: Mapping[str, str] | None = None,
-) -> Resolved:
-    resolved = Resolved({}, {}, set(), {})
-    for variable in dashboard["templating"]["list"]:
-        name = variable["name"]
-        if variable["type"] == "datasource":
-            resolved.values[name] = variable["current"]["value"]
-            continue
-        assert variable["type"] == "query", name
-        query = resolved.interpolate(variable_query(variable), builtins)
-        options = label_values(prom, query)
-        assert options, f"variable {name}: {query} has no values"
-        resolved.options[name] = options
-        if variable.get("multi") or variable.get("includeAll"):
-            resolved.multi.add(name)
-            resolved.all_value[name] = variable["allValue"]
-        if chosen and name in chosen:
-            assert chosen[name] in options, (name, chosen[name], options)
-            resolved.values[name] = chosen[name]
-        elif name in resolved.multi and variable["current"]["value"] == ["$__all"]:
-            resolved.values[name] = None
-        else:
-            current = variable["current"].get("value")
-            resolved.values[name] = current if current in options else options[0]
-    return resolved
 
 
 def builtins_for(live: Live) -> dict[str, str]:

@@ -19,17 +19,20 @@ from otel_spans.telemetry.metrics import Instruments, MetricsState
 UNIT_SUFFIXES = {"s": "seconds", "By": "bytes", "1": "", "": ""}
 
 
-def otlp_prometheus_name(name: str, unit: str, monotonic_counter: bool) -> str:
+def otlp_prometheus_name(
+    name: str, unit: str, monotonic_counter: bool, gauge: bool = False
+) -> str:
     """Prometheus 3's OTLP name (translation_strategy UnderscoreEscapingWithSuffixes).
 
     A port of prometheus/otlptranslator's normalizeName for the units otel-spans
     uses: tokens of [a-zA-Z0-9:], the unit's word unless already a token, then
-    ``total`` for monotonic counters. Annotations like ``{USD}`` carry no suffix.
+    ``total`` for monotonic counters. Annotations like ``{USD}`` carry no suffix; the
+    unit ``1`` on a gauge becomes ``ratio``, as the translator has it.
     """
     tokens = [t for t in re.split(r"[^a-zA-Z0-9:]", name) if t]
     main = re.sub(r"\{[^}]*\}", "", unit)
     assert main in UNIT_SUFFIXES, f"{name}: unit {unit!r} needs a translation here"
-    suffix = UNIT_SUFFIXES[main]
+    suffix = "ratio" if gauge and main == "1" else UNIT_SUFFIXES[main]
     if suffix and suffix not in tokens:
         tokens.append(suffix)
     if monotonic_counter:
@@ -75,7 +78,7 @@ def expected_metric_names() -> set[str]:
             base = otlp_prometheus_name(name, unit, monotonic_counter=False)
             names |= {f"{base}_bucket", f"{base}_sum", f"{base}_count"}
         elif kind == "observable_gauge":
-            names.add(otlp_prometheus_name(name, unit, monotonic_counter=False))
+            names.add(otlp_prometheus_name(name, unit, monotonic_counter=False, gauge=True))
         else:
             assert kind in {"counter", "observable_counter"}, f"{name}: {kind} needs a rule here"
             names.add(otlp_prometheus_name(name, unit, monotonic_counter=True))

@@ -1,0 +1,83 @@
+"""VictoriaLogs: an OTLP logs store for tests, where the deploy stack has Loki.
+
+Loki is AGPL-licensed and is not built here; VictoriaLogs (Apache-2.0, built from its Go
+module by ``tests/backends/build``) ingests the same OTLP/HTTP logs the collector's
+``otlp_http/loki`` exporter sends (``/insert/opentelemetry/v1/logs``) and answers LogsQL
+at ``/select/logsql/query``, one JSON object per line, every field a string (resource
+and record attributes under their OTLP names, the body in ``_msg``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from .backends import backend_binary
+from .ports import LOOPBACK, free_port
+from .process import ServerProcess
+
+
+class VictoriaLogs(ServerProcess):
+    """One server on a free loopback port, with its own storage directory."""
+
+    def __init__(self, binary: Path | None = None) -> None:
+        self.binary = binary or backend_binary("victorialogs")
+        self.port = free_port()
+        self._tmpdir = Path(tempfile.mkdtemp(prefix="otel-spans-vl-"))
+        self.log_path = self._tmpdir / "victoria-logs.log"
+        self._log_fh = None
+        self._proc = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def otlp_endpoint(self) -> str:
+        """The OTLP/HTTP base an exporter appends ``/v1/logs`` to."""
+        return f"{self.url}/insert/opentelemetry"
+
+    def start(self, timeout: float = 60.0) -> VictoriaLogs:
+        self._log_fh = self.log_path.open("ab")
+        self._proc = subprocess.Popen(
+            [
+                str(self.binary),
+                f"-httpListenAddr={LOOPBACK}:{self.port}",
+                f"-storageDataPath={self._tmpdir / 'data'}",
+                "-retentionPeriod=1d",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_fh,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as response:
+                    if response.read().strip() == b"OK":
+                        return self
+            except OSError:
+                pass
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                log = self.log_text()
+                self.close()
+                raise RuntimeError(f"VictoriaLogs did not start:\n{log[-3000:]}")
+            time.sleep(0.05)
+
+    def __enter__(self) -> VictoriaLogs:
+        return self.start()
+
+    def query(self, logsql: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """The records a LogsQL query selects (``*``: all), newest last."""
+        data = urllib.parse.urlencode({"query": logsql, "limit": str(limit)}).encode()
+        request = urllib.request.Request(f"{self.url}/select/logsql/query", data=data)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            lines = response.read().decode().splitlines()
+        records = [json.loads(line) for line in lines if line.strip()]
+        return sorted(records, key=lambda r: str(r.get("_time", "")))

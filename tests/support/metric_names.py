@@ -19,9 +19,7 @@ from otel_spans.telemetry.metrics import Instruments, MetricsState
 UNIT_SUFFIXES = {"s": "seconds", "By": "bytes", "1": "", "": ""}
 
 
-def otlp_prometheus_name(
-    name: str, unit: str, monotonic_counter: bool, gauge: bool = False
-) -> str:
+def otlp_prometheus_name(name: str, unit: str, monotonic_counter: bool, gauge: bool = False) -> str:
     """Prometheus 3's OTLP name (translation_strategy UnderscoreEscapingWithSuffixes).
 
     A port of prometheus/otlptranslator's normalizeName for the units otel-spans

@@ -72,7 +72,7 @@ async def test_empty_huge_non_ascii_and_control_character_tags(
     assert f"non-ascii/{NON_ASCII}" in names
 
 
-@cluster_test(240)
+@cluster_test(420)
 async def test_ten_thousand_distinct_span_names(otlp_receiver: OtlpReceiver) -> None:
     """100 workflows, each a chain of 100 nested Dask spans: 10k distinct names, fast.
 
@@ -102,7 +102,9 @@ async def test_ten_thousand_distinct_span_names(otlp_receiver: OtlpReceiver) -> 
             settled = traces["queued"] == traces["sending"] == 0
             return current if settled and traces["submitted"] == n + roots else None
 
-        final = await await_until(all_accounted, timeout=120)
+        # A deadline, not a speed claim: on a loaded 2-core machine the 10,100 spans
+        # take minutes to export (seconds on a quiet one).
+        final = await await_until(all_accounted, timeout=300)
         assert final["internal_errors"] == 0
         await await_until(lambda: _overflow(otlp_receiver) >= n - 100, timeout=30)
     traces = final["traces"]

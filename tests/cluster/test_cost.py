@@ -51,10 +51,15 @@ OVERHEAD = 0.1
 
 
 def seceded_nap(seconds: float) -> float:
-    """Leave the worker's thread pool, then sleep: busy time on no offered thread."""
+    """Leave the worker's thread pool, then sleep: busy time on no offered thread.
+
+    Returns how long it ran by its own clock: on a loaded machine a woken thread waits
+    for a core, and that wait is busy time too (Dask measures the task, not the sleep).
+    """
+    started = time.perf_counter()
     secede()
     time.sleep(seconds)
-    return seconds
+    return time.perf_counter() - started
 
 
 def cost_seconds(value: float) -> float:
@@ -240,10 +245,11 @@ async def test_seceded_tasks_run_the_cost_ahead_of_offered_time_until_idle_catch
                     [SECEDED_SLEEP] * SECEDED,
                     key=[f"seceded-{i}" for i in range(SECEDED)],
                 )
-                assert await client.gather(futures) == [SECEDED_SLEEP] * SECEDED
+                ran = await client.gather(futures)
+                assert len(ran) == SECEDED and min(ran) >= SECEDED_SLEEP
             await worker.heartbeat()
             busy_min = SECEDED * SECEDED_SLEEP
-            busy_max = busy_min + OVERHEAD * SECEDED
+            busy_max = sum(ran) + OVERHEAD * SECEDED
             # every task's time is in: the first reading with all of it
             await await_until(
                 lambda: any(

@@ -276,8 +276,12 @@ async def test_logs_carry_trace_and_span_ids(otlp_receiver: OtlpReceiver) -> Non
 
 
 @cluster_test(240)
-async def test_100k_tasks_stay_within_the_budget(otlp_receiver: OtlpReceiver) -> None:
-    n = 100_000
+async def test_30k_tasks_stay_within_the_budget(otlp_receiver: OtlpReceiver) -> None:
+    """A task group far larger than its span budget keeps 5 task spans and one entry of
+    bookkeeping. 30k tasks, not 100k: the property does not depend on the count, and
+    100k tasks on a loaded 2-core machine outlasted the test's deadline (the scheduler
+    alone runs about 1.5k tasks/s here). docs/performance.md measures 200k."""
+    n = 30_000
     config = {
         "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
         "distributed.scheduler.worker-saturation": float("inf"),

@@ -27,7 +27,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "otel_spans"
 SUBPACKAGES = ("scheduler", "telemetry", "export", "worker", "analysis", "report")
 #: The shared vocabulary at the top of the package: imported by all, imports none of them.
-SHARED = ("config", "settings", "semconv", "ids", "records", "context", "throttle", "markup")
+SHARED = (
+    "config", "settings", "semconv", "ids", "records", "context", "throttle", "markup", "names"
+)  # fmt: skip
 #: Shared modules that are packages (a package of modules with one job each).
 SHARED_PACKAGES = ("config",)
 

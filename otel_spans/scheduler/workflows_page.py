@@ -48,7 +48,8 @@ MAX_RUNNING = 100
 MAX_WALK = 10_000
 #: The body of a response stays under this (HTML or JSON) with a ``trace-url`` template
 #: of up to ``BOUNDED_TRACE_URL`` ASCII characters: at most 200 rows of a name of 256
-#: characters (6 bytes each at worst, escaped) and a few short cells.
+#: characters (12 bytes each at worst, escaped: an astral character in JSON) and a few
+#: short cells.
 MAX_BODY_BYTES = 1 << 20
 BOUNDED_TRACE_URL = 200
 _SHOWN_STATES: tuple[TaskStateState, ...] = (

@@ -4,13 +4,16 @@ Span names, task keys, prefixes and worker addresses are user input. Dask keys m
 hold lone surrogates (a ``str`` that cannot be encoded as UTF-8: writing it raises),
 and any name may hold markup or control characters. Every page otel-spans writes (the
 report, the comparison, the scheduler's ``/otel-spans/workflows`` page) escapes with
-:func:`escape`, and every other UTF-8 output goes through :func:`printable`, so one
-hostile name cannot break or inject into any of them.
+:func:`escape`, and every other UTF-8 output goes through :func:`printable` (the one
+rule of :func:`otel_spans.names.clean`, which the scheduler applies to names where
+they enter), so one hostile name cannot break or inject into any of them.
 """
 
 from __future__ import annotations
 
 import html
+
+from otel_spans.names import clean
 
 #: C0 controls and DEL shown as their Unicode control pictures, C1 controls as U+FFFD:
 #: visible in a page, and not the parse errors raw controls are in HTML.
@@ -20,11 +23,7 @@ _CONTROLS |= {c: 0xFFFD for c in range(0x80, 0xA0)}
 
 def printable(value: str) -> str:
     """``value`` encodable as UTF-8: each lone surrogate becomes U+FFFD."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return value
+    return clean(value)
 
 
 def escape(value: object) -> str:

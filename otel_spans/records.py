@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from otel_spans.names import clean
+
 
 def ns(seconds: float) -> int:
     """Dask's float epoch seconds as OTel's integer epoch nanoseconds."""
@@ -42,13 +44,15 @@ def workflow_attributes(value: object) -> tuple[tuple[str, str | bool | int | fl
     """User attributes of a workflow (``{"team": "risk"}``), checked; ValueError says why.
 
     Keys: non-empty strings of at most 128 characters, outside ``dask.`` and
-    ``otel_spans.``; values: strings, booleans, integers or floats; at most 32.
+    ``otel_spans.``; values: strings, booleans, integers or floats; at most 32. Keys and
+    string values are made valid UTF-8 (:func:`otel_spans.names.clean`); values are cut
+    where they are exported (``max-attribute-length``, metric labels shorter).
     """
     if not isinstance(value, dict):
         raise ValueError(f"expected a mapping of attribute names to values, got {value!r}")
     if len(value) > MAX_WORKFLOW_ATTRIBUTES:
         raise ValueError(f"at most {MAX_WORKFLOW_ATTRIBUTES} attributes, got {len(value)}")
-    out = []
+    out: dict[str, str | bool | int | float] = {}
     for key, item in value.items():
         if not isinstance(key, str) or not key or len(key) > MAX_WORKFLOW_ATTRIBUTE_KEY:
             raise ValueError(
@@ -64,8 +68,9 @@ def workflow_attributes(value: object) -> tuple[tuple[str, str | bool | int | fl
             raise ValueError(
                 f"attribute {key!r}: expected a string, boolean, integer or float, got {item!r}"
             )
-        out.append((key, item))
-    return tuple(sorted(out))
+        # two keys that differ in lone surrogates alone are one key: the first is kept
+        out.setdefault(clean(key), clean(item) if isinstance(item, str) else item)
+    return tuple(sorted(out.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +410,7 @@ class DeferredTask:
             start_ns=min((p.start_ns for p in phases), default=now),
             end_ns=max((p.end_ns for p in phases), default=now),
             phases=phases,
-            dependencies=tuple(str(key) for key in self.dependencies),
+            dependencies=tuple(clean(str(key)) for key in self.dependencies),
             exception=exception,
             events=events,
         )

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from otel_spans.names import clean
 from otel_spans.settings import RecordLimits
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -128,8 +129,8 @@ def _text(value: str, max_length: int) -> bytes:
         return value[:max_length].encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate is not UTF-8, and one bad string would make a collector
-        # refuse the whole batch: it becomes "?" instead.
-        return value[:max_length].encode("utf-8", "replace")
+        # refuse the whole batch: it becomes U+FFFD, as names do where they enter.
+        return clean(value, max_length).encode("utf-8")
 
 
 def _scalar(value: object, max_length: int) -> bytes:

@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from otel_spans import ids, semconv
+from otel_spans.names import clean
 from otel_spans.records import MAX_WORKFLOW_ATTRIBUTES, workflow_attributes
 from otel_spans.scheduler.snapshots import root_of, span_uuid_of_key
 from otel_spans.traceparent import parse_traceparent
@@ -96,7 +97,7 @@ class Origin:
         """Take what an ``otel_spans`` annotation says; what is malformed is ignored."""
         user = value.get("user")
         if self.user is None and isinstance(user, str) and user:
-            self.user = user[:256]
+            self.user = clean(user, 256)
         given = value.get("attributes")
         if given is None:
             return
@@ -223,7 +224,7 @@ class CallerContexts:
                 if first is not None:
                     origin = self._origin_of(root_of(first).id)
                     if origin.client is None:
-                        origin.client = str(client)[:256]
+                        origin.client = clean(str(client), 256)
                 break
         by_key = (annotations or {}).get(semconv.ANNOTATION) or {}
         for key, value in by_key.items():

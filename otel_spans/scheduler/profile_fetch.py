@@ -27,6 +27,7 @@ from dask.utils import parse_timedelta
 from distributed.metrics import time
 
 from otel_spans.config import ProfileSettings
+from otel_spans.names import clean
 from otel_spans.records import ProfileRecord, ns
 from otel_spans.telemetry.signals import Signals
 
@@ -117,7 +118,7 @@ class WorkflowProfiles:
                 trace_id,
                 span_id,
                 root.id,
-                tuple(str(tag) for tag in root.name),
+                tuple(clean(str(tag)) for tag in root.name),
                 start,
                 stop,
                 prefixes,
@@ -168,7 +169,7 @@ class WorkflowProfiles:
             span_id=wanted.span_id,
             dask_span_id=wanted.dask_span_id,
             tags=wanted.tags,
-            prefix=prefix,
+            prefix=clean(prefix),
             trees=tuple(replies.values()),
         )
         if self._signals.submit_profile(record):

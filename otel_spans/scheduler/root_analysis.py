@@ -22,6 +22,7 @@ from otel_spans import semconv
 from otel_spans.analysis.critical_path import critical_path
 from otel_spans.analysis.efficiency import busy_seconds, parallel_efficiency
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
+from otel_spans.names import clean
 from otel_spans.records import SpanEventRecord, WorkflowAnalysis, ns
 
 if TYPE_CHECKING:
@@ -51,12 +52,12 @@ def group_workflow(
     critical path follows stages the client ran one after another.
     """
     groups = [tg for tg in root.traverse_groups() if tg.start and tg.stop]
-    names = {id(tg): f"{tg.name}" for tg in groups}
+    names = {id(tg): clean(str(tg.name)) for tg in groups}
     steps = [
         TaskRun(
             key=names[id(tg)],
-            prefix=tg.prefix.name,
-            group=str(tg.name),
+            prefix=clean(tg.prefix.name),
+            group=names[id(tg)],
             worker="",
             thread=None,
             start_ns=ns(tg.start),
@@ -68,7 +69,7 @@ def group_workflow(
     ]
     threads = tuple(ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals)
     return Workflow(
-        name="/".join(str(t) for t in root.name),
+        name=clean("/".join(str(t) for t in root.name)),
         start_ns=ns(root.enqueued),
         end_ns=ns(max(stop, root.enqueued)),
         tasks=tuple(steps),
@@ -96,7 +97,8 @@ def analyse_root(
     for tg in root.traverse_groups():
         compute = tg.all_durations.get("compute", 0.0)
         if compute:
-            compute_by_prefix[tg.prefix.name] = compute_by_prefix.get(tg.prefix.name, 0.0) + compute
+            prefix = clean(tg.prefix.name)
+            compute_by_prefix[prefix] = compute_by_prefix.get(prefix, 0.0) + compute
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
     path = critical_path(group_workflow(root, stop, intervals, submitted_at))

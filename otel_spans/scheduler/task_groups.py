@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.metrics import time
 
 from otel_spans import ids, semconv
+from otel_spans.names import clean
 from otel_spans.records import (
     AttrValue,
     DeferredTask,
@@ -292,11 +293,13 @@ class TaskGroups:
     ) -> DeferredTask:
         key = str(ts.key)
         thread = kwargs.get("thread")
+        limit = self.max_length
         return DeferredTask(
-            key=key,
-            prefix=ts.prefix.name,
-            group=ts.group.name,
+            key=clean(key, limit),
+            prefix=clean(ts.prefix.name, limit),
+            group=clean(ts.group.name, limit),
             trace_id=span.trace_id,
+            # the id from the key as Dask knows it: two keys that clean alike stay apart
             span_id=ids.task_run_span_id(span.uuid, key, attempt),
             parent_span_id=group.span_id,
             state=finish,
@@ -304,10 +307,10 @@ class TaskGroups:
             sampled_because=reason,
             finished_at=time(),
             phases=raw_phases(kwargs.get("startstops")),
-            worker=str(kwargs.get("worker") or ""),
+            worker=clean(str(kwargs.get("worker") or ""), limit),
             thread=thread if isinstance(thread, int) else None,
             nbytes=_int(kwargs.get("nbytes")),
-            typename=str(kwargs.get("typename") or ""),
+            typename=clean(str(kwargs.get("typename") or ""), limit),
             dependencies=tuple(dep.key for dep in islice(ts.dependencies, _MAX_DEPENDENCIES)),
         )
 
@@ -391,8 +394,8 @@ class TaskGroups:
             start = tg.start or fallback
             self.submit(
                 GroupRecord(
-                    name=str(tg.name),
-                    prefix=tg.prefix.name,
+                    name=clean(str(tg.name), self.max_length),
+                    prefix=clean(tg.prefix.name, self.max_length),
                     trace_id=span.trace_id,
                     span_id=state.span_id,
                     parent_span_id=span.otel_span_id,

@@ -31,6 +31,7 @@ from distributed.metrics import time
 
 from otel_spans import ids
 from otel_spans.config import Settings, format_trace_url
+from otel_spans.names import clean
 from otel_spans.records import AttrValue
 from otel_spans.scheduler import snapshots, span_records, span_state
 from otel_spans.scheduler.callers import CallerContexts
@@ -148,7 +149,7 @@ class SpanTracker:
         track = self.tracks.get(span.id)
         if track is None:
             root = snapshots.root_of(span)
-            tags = tuple(str(tag) for tag in span.name)
+            tags = tuple(clean(str(tag), self._settings.max_attribute_length) for tag in span.name)
             caller = self.callers.get(root.id)
             sampled = True
             if caller is not None and not caller.as_link:

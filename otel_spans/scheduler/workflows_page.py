@@ -5,15 +5,21 @@ ones, with their tasks by state, start, duration, trace id and trace link, as HT
 JSON (``?format=json``). It is a ``distributed.scheduler.http.routes`` module: listing
 it there works, and the scheduler plugin adds the route itself when it is not listed.
 
-A request is served on the event loop, as Dask's own pages are: it reads the running
-roots' task states (a walk of each root's subtree, like Dask's ``Span.states``), at most
-``MAX_RUNNING`` of them, and the bounded history the tracker keeps.
+A request is served on the event loop, as Dask's own pages are, and its cost and size
+are bounded whatever the scheduler holds: at most ``MAX_RUNNING`` running and
+``MAX_FINISHED_ROOTS`` finished workflows; names cut to ``names.LABEL_LENGTH``
+characters (they entered valid UTF-8, cut to ``max-attribute-length``); the running
+roots' task counts read from at most ``MAX_WALK`` spans and task groups in all (a walk
+of each root's subtree, as Dask's ``Span.states`` does, cut short where the budget ends,
+and the row says so).
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import dask.config
@@ -22,9 +28,12 @@ from distributed.metrics import time
 
 from otel_spans.config import format_trace_url
 from otel_spans.markup import escape
+from otel_spans.names import LABEL_LENGTH, clean
 
 if TYPE_CHECKING:
     from distributed import Scheduler
+    from distributed.scheduler import TaskStateState
+    from distributed.spans import Span
 
     from otel_spans.scheduler.tracking import SpanTracker
 
@@ -34,27 +43,41 @@ PATH = "/otel-spans/workflows"
 MODULE = __name__
 #: Running workflows listed at most (the oldest first).
 MAX_RUNNING = 100
-_SHOWN_STATES = ("waiting", "queued", "processing", "no-worker", "memory", "erred")
+#: Spans and task groups one request reads to count the running workflows' tasks, in
+#: all (the oldest workflow's first); a row whose walk the budget cut is marked partial.
+MAX_WALK = 10_000
+#: The body of a response stays under this (HTML or JSON) with a ``trace-url`` template
+#: of up to ``BOUNDED_TRACE_URL`` ASCII characters: at most 200 rows of a name of 256
+#: characters (12 bytes each at worst, escaped: an astral character in JSON) and a few
+#: short cells.
+MAX_BODY_BYTES = 1 << 20
+BOUNDED_TRACE_URL = 200
+_SHOWN_STATES: tuple[TaskStateState, ...] = (
+    "waiting", "queued", "processing", "no-worker", "memory", "erred"
+)  # fmt: skip
 
 
 def workflows(tracker: SpanTracker, trace_url: str | None) -> list[dict[str, Any]]:
     """Running workflows (oldest first), then finished ones (newest first)."""
     now = time()
     rows: list[dict[str, Any]] = []
-    running = [
-        (span, tracker.tracks[uuid])
-        for uuid, span in list(tracker.open.items())
-        if uuid in tracker.tracks and tracker.tracks[uuid].is_root
-    ]
-    running.sort(key=lambda item: item[0].enqueued)
-    for span, track in running[:MAX_RUNNING]:
-        states: dict[str, int] = {
-            str(s): n for s, n in span.states.items() if n and s in _SHOWN_STATES
-        }
+    running = heapq.nsmallest(
+        MAX_RUNNING,
+        (
+            (span, tracker.tracks[uuid])
+            for uuid, span in list(tracker.open.items())
+            if uuid in tracker.tracks and tracker.tracks[uuid].is_root
+        ),
+        key=lambda item: item[0].enqueued,
+    )
+    budget = MAX_WALK
+    for span, track in running:
+        states, budget, complete = task_states(span, budget)
         rows.append(
             _row(
                 track.tags, "running", states, span.enqueued, now - span.enqueued,
                 track.trace_id, track.otel_span_id, trace_url, sampled=track.identity.sampled,
+                partial=not complete,
             )
         )  # fmt: skip
     for done in reversed(tracker.finished_roots):
@@ -68,6 +91,32 @@ def workflows(tracker: SpanTracker, trace_url: str | None) -> list[dict[str, Any
     return rows
 
 
+def task_states(root: Span, budget: int) -> tuple[dict[str, int], int, bool]:
+    """The tasks of ``root``'s tree by state, as Dask's ``Span.states`` counts them,
+    from at most ``budget`` spans and task groups: the counts, the budget left, and
+    whether the whole tree was read (if not, the counts are a lower bound)."""
+    counts: dict[str, int] = dict.fromkeys(_SHOWN_STATES, 0)
+    # a stack of iterators: a span with 100,000 children costs one step per child read
+    stack: list[Iterator[Span]] = [iter((root,))]
+    while stack:
+        span = next(stack[-1], None)
+        if span is None:
+            stack.pop()
+            continue
+        if budget <= 0:
+            return counts, 0, False
+        budget -= 1
+        for tg in span.groups:
+            if budget <= 0:
+                return counts, 0, False
+            budget -= 1
+            states = tg.states
+            for state in _SHOWN_STATES:
+                counts[state] += states.get(state, 0)
+        stack.append(iter(span.children))
+    return counts, budget, True
+
+
 def _row(
     tags: tuple[str, ...],
     status: str,
@@ -79,11 +128,15 @@ def _row(
     trace_url: str | None,
     *,
     sampled: bool,
+    partial: bool = False,
 ) -> dict[str, Any]:
     return {
-        "name": "/".join(tags),
+        # as the dask.span.name metric attribute shows it
+        "name": clean("/".join(tags), LABEL_LENGTH),
         "status": status,
         "tasks": {s: int(states[s]) for s in _SHOWN_STATES if states.get(s)},
+        # the walk's budget ran out: "tasks" counts only part of the tree
+        "tasks_partial": partial,
         "start": start,
         "duration": max(duration, 0.0),
         "trace_id": f"{trace_id:032x}",
@@ -105,6 +158,8 @@ def render(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         started = datetime.fromtimestamp(row["start"], timezone.utc).strftime("%H:%M:%S")
         tasks = ", ".join(f"{n} {state}" for state, n in row["tasks"].items()) or "—"
+        if row.get("tasks_partial"):
+            tasks = f"at least {tasks}"
         trace = escape(row["trace_id"])
         if row["trace_url"]:
             trace = f'<a href="{escape(row["trace_url"])}">{trace}</a>'
@@ -117,6 +172,12 @@ def render(rows: list[dict[str, Any]]) -> str:
             f"{cell(tasks)}{cell(started + ' UTC')}{cell(duration)}<td>{trace}</td></tr>"
         )
     rows_html = "\n".join(body) or '<tr><td colspan="6">No workflow yet.</td></tr>'
+    partial = ""
+    if any(row.get("tasks_partial") for row in rows):
+        partial = (
+            f"\n<p>Task counts marked “at least” are partial: a request reads {MAX_WALK:,} "
+            "spans and task groups at most.</p>"
+        )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>otel-spans: workflows</title>
 <style>
@@ -129,7 +190,7 @@ td {{ font-variant-numeric: tabular-nums; }}
 </style></head>
 <body><h1>Workflows</h1>
 <p>Running workflows (oldest first), then the last finished ones (newest first).
-<a href="?format=json">JSON</a></p>
+<a href="?format=json">JSON</a></p>{partial}
 <table><thead><tr><th>workflow</th><th>status</th><th>tasks</th><th>started</th>
 <th>duration</th><th>trace</th></tr></thead>
 <tbody>

@@ -20,6 +20,7 @@ from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_spans import records, semconv
+from otel_spans.names import LABEL_LENGTH, clean
 from otel_spans.records import Attrs, CounterDelta, GaugeValue
 from otel_spans.settings import MetricsSettings
 from otel_spans.telemetry.cardinality import CardinalityLimiter
@@ -88,9 +89,8 @@ _IDLE_SHARE: Attrs = ((semconv.ATTR_COST_SHARE, semconv.COST_SHARE_IDLE),)
 
 logger = logging.getLogger(__name__)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-#: Longest metric attribute value (span names, prefixes): a label names a series, and
-#: Prometheus and its peers index every label value.
-MAX_LABEL_LENGTH = 256
+#: Longest metric attribute value (span names, prefixes, activities...).
+MAX_LABEL_LENGTH = LABEL_LENGTH
 
 
 class MetricsState:
@@ -132,20 +132,26 @@ class MetricsState:
         return attrs
 
     def labels(self, tags: tuple[str, ...] | None, attributes: Attrs) -> Attrs:
-        """The bounded metric attributes of a series."""
+        """The bounded metric attributes of a series.
+
+        Every value is cut to ``MAX_LABEL_LENGTH`` by :func:`otel_spans.names.clean`,
+        the rule names already met where they entered: a value that did not pass there
+        (a worker's activity name) cannot make the SDK's encoder drop the label.
+        """
         out: list[tuple[str, str]] = []
         if tags is not None:
-            name = "/".join(tags)[:MAX_LABEL_LENGTH]
+            name = clean("/".join(tags), MAX_LABEL_LENGTH)
             out.append((semconv.DASK_SPAN_NAME, self.span_names(name)))
-            root = tags[0][:MAX_LABEL_LENGTH] if tags else ""
+            root = clean(tags[0], MAX_LABEL_LENGTH) if tags else ""
             out.append((semconv.ATTR_SPAN_ROOT, self.span_names(root)))
         for key, value in attributes:
+            value = clean(value, MAX_LABEL_LENGTH)
             if key == semconv.DASK_TASK_PREFIX:
-                value = self.prefixes(value[:MAX_LABEL_LENGTH])
+                value = self.prefixes(value)
             else:
                 limiter = self.workflow_labels.get(key)
                 if limiter is not None:
-                    value = limiter(value[:MAX_LABEL_LENGTH])
+                    value = limiter(value)
             out.append((key, value))
         return tuple(out)
 

@@ -39,6 +39,7 @@ SHARED = (
     "throttle",
     "markup",
     "redact",
+    "names",
 )
 #: Shared modules that are packages (a package of modules with one job each).
 SHARED_PACKAGES = ("config",)

@@ -172,7 +172,7 @@ def test_odd_values_never_break_a_batch() -> None:
     assert span.end_time_unix_nano == span.start_time_unix_nano == 10
     assert values["big"].string_value == str(2**70)
     assert values["neg"].int_value == -1
-    assert values["lone"].string_value == "?x"
+    assert values["lone"].string_value == "\ufffdx"  # as names.clean replaces it
     assert "none" not in values
     assert values["obj"].string_value == str(object)
 

@@ -26,6 +26,7 @@ import importlib.util
 import os
 import signal
 import subprocess
+import sysconfig
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -160,6 +161,13 @@ class RotelCollector(ServerProcess):
         # override our flags' defaults; start from a clean slate.
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROTEL_")}
         env["NO_COLOR"] = "1"
+        # The agent links the libpython of the interpreter its wheel was built for; an
+        # interpreter installed outside the system (pyenv's 3.10 of ./run test-floor)
+        # keeps that library in its own LIBDIR, which the loader does not search.
+        libdir = sysconfig.get_config_var("LIBDIR")
+        if libdir:
+            paths = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+            env["LD_LIBRARY_PATH"] = os.pathsep.join([*paths, libdir])
         if self._env:
             env.update(self._env)
         return env

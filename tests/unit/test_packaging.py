@@ -66,6 +66,18 @@ def test_classifiers_name_every_supported_python() -> None:
     assert PYPROJECT["tool"]["mypy"]["python_version"] == lowest
 
 
+def test_the_floor_run_uses_the_lowest_python_and_one_dask_release() -> None:
+    """`./run test-floor` is what lets the classifiers claim the lowest Python and the
+    dependencies claim the floor: it must run exactly those. distributed pins the dask of
+    its own release, so the two floors must name the same release or no install exists."""
+    run = (ROOT / "run").read_text()
+    (floor_python,) = re.findall(r"^FLOOR_PYTHON_VERSION=(\S+)$", run, re.MULTILINE)
+    assert PROJECT["requires-python"] == f">={floor_python}"
+    floors = {requirement_name(r): r.split(">=")[1] for r in PROJECT["dependencies"] if ">=" in r}
+    assert floors["distributed"] == floors["dask"]
+    assert re.fullmatch(r"\d{4}\.\d+\.\d+", floors["distributed"])  # one release, as pinned
+
+
 def test_every_imported_distribution_is_declared() -> None:
     """A module otel-spans imports must come from a distribution it depends on directly,
     not from one that happens to be installed with another (``grpc`` through the OTLP

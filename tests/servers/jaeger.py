@@ -15,9 +15,7 @@ references, clock skew), with their complaints in each trace's ``warnings``.
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -95,25 +93,16 @@ class JaegerServer(ServerProcess):
 
     def start(self, timeout: float = 60.0) -> JaegerServer:
         self.config_path.write_text(json.dumps(self.config(), indent=2) + "\n")
-        self._log_fh = self.log_path.open("ab")
-        self._proc = subprocess.Popen(
-            [str(self.binary), f"--config={self.config_path}"],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_fh,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.api("/api/services")
-                return self
-            except (OSError, JaegerQueryError):
-                pass
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                log = self.log_text()
-                self.close()
-                raise RuntimeError(f"Jaeger did not start:\n{log[-5000:]}")
-            time.sleep(0.1)
+        self.launch([self.binary, f"--config={self.config_path}"])
+        self.wait_ready(self._answers, "Jaeger", timeout)
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            self.api("/api/services")
+        except (OSError, JaegerQueryError):
+            return False
+        return True
 
     def __enter__(self) -> JaegerServer:
         return self.start()

@@ -273,16 +273,6 @@ class PrometheusServer(ServerProcess):
             )
         return f"{self.url}/api/v1/otlp"
 
-    @property
-    def pid(self) -> int | None:
-        """PID of the running server, None when not running."""
-        return self._proc.pid if self.running and self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        """True while the server process is alive."""
-        return self._proc is not None and self._proc.poll() is None
-
     # -- lifecycle ---------------------------------------------------------
 
     def start(self) -> PrometheusServer:

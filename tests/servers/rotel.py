@@ -116,16 +116,6 @@ class RotelCollector(ServerProcess):
         return f"http://{LOOPBACK}:{self.http_port}"
 
     @property
-    def pid(self) -> int | None:
-        """PID of the running agent, None when not started or exited."""
-        return self._proc.pid if self.running and self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        """True while the agent process is alive."""
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
     def command(self) -> list[str]:
         """The full command line the agent is started with."""
         return [

@@ -10,9 +10,7 @@ and record attributes under their OTLP names, the body in ``_msg``).
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 
 from .backends import backend_binary
 from .ports import LOOPBACK, free_port
-from .process import ServerProcess
+from .process import ServerProcess, answers_ok
 
 
 class VictoriaLogs(ServerProcess):
@@ -44,31 +42,16 @@ class VictoriaLogs(ServerProcess):
         return f"{self.url}/insert/opentelemetry"
 
     def start(self, timeout: float = 60.0) -> VictoriaLogs:
-        self._log_fh = self.log_path.open("ab")
-        self._proc = subprocess.Popen(
+        self.launch(
             [
-                str(self.binary),
+                self.binary,
                 f"-httpListenAddr={LOOPBACK}:{self.port}",
                 f"-storageDataPath={self._tmpdir / 'data'}",
                 "-retentionPeriod=1d",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_fh,
-            stderr=subprocess.STDOUT,
+            ]
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as response:
-                    if response.read().strip() == b"OK":
-                        return self
-            except OSError:
-                pass
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                log = self.log_text()
-                self.close()
-                raise RuntimeError(f"VictoriaLogs did not start:\n{log[-3000:]}")
-            time.sleep(0.05)
+        self.wait_ready(lambda: answers_ok(f"{self.url}/health"), "VictoriaLogs", timeout)
+        return self
 
     def __enter__(self) -> VictoriaLogs:
         return self.start()

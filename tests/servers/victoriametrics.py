@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 from tests.support.requirements import unavailable
 
 from .ports import LOOPBACK, free_port
-from .process import ServerProcess
+from .process import ServerProcess, answers_ok
 
 FETCH_SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "victoriametrics.sh"
 
@@ -67,10 +66,9 @@ class VictoriaMetrics(ServerProcess):
         return f"{self.url}/opentelemetry/v1/metrics"
 
     def start(self, timeout: float = 30.0) -> VictoriaMetrics:
-        self._log_fh = self.log_path.open("ab")
-        self._proc = subprocess.Popen(
+        self.launch(
             [
-                str(self.binary),
+                self.binary,
                 f"-httpListenAddr={LOOPBACK}:{self.port}",
                 f"-storageDataPath={self._tmpdir / 'data'}",
                 "-retentionPeriod=1d",
@@ -78,21 +76,10 @@ class VictoriaMetrics(ServerProcess):
                 # samples are searchable at once, not after the default 30 s cache
                 "-search.latencyOffset=0s",
                 "-search.disableCache",
-            ],
-            stdout=self._log_fh,
-            stderr=subprocess.STDOUT,
+            ]
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as response:
-                    if response.read().strip() == b"OK":
-                        return self
-            except OSError:
-                pass
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"VictoriaMetrics did not start:\n{self.log_text()[-3000:]}")
-            time.sleep(0.05)
+        self.wait_ready(lambda: answers_ok(f"{self.url}/health"), "VictoriaMetrics", timeout)
+        return self
 
     def __enter__(self) -> VictoriaMetrics:
         return self.start()

@@ -177,6 +177,11 @@ class CallerContexts:
     def origin(self, root_uuid: str) -> Origin | None:
         return self._origins.get(root_uuid)
 
+    def forget(self, uuid: str) -> None:
+        """The span ``uuid`` is forgotten (left the tracker's released spans)."""
+        self._callers.pop(uuid, None)
+        self._origins.pop(uuid, None)
+
     def clear(self) -> None:
         self._callers.clear()
         self._origins.clear()

@@ -58,6 +58,9 @@ _MAX_PARENTS = 10_000
 _MAX_DEPENDENCIES = 32
 #: Most dependency links built for a group span; the rest are counted as dropped.
 _MAX_LINKS = 128
+#: Most keys lost with a worker and not rerun yet, remembered as reruns (oldest
+#: forgotten first, counted in ``stats()["reruns_evicted"]``).
+_MAX_RERUNS = 10_000
 
 
 @dataclass(slots=True)
@@ -179,11 +182,17 @@ class TaskGroups:
         self.max_length = max_length
         self.exception_messages = exception_messages
         self.sampler: TaskSampler[DeferredTask | TaskRecord] = TaskSampler()
+        #: One per task group of a tracked or released span; a span's groups are
+        #: forgotten when it leaves the released spans (``forget_span``).
         self._groups: dict[TaskGroup, _Group] = {}
-        #: (Dask span uuid, group name) -> how many groups of that name the span had.
+        #: (Dask span uuid, group name) -> how many groups of that name the span had
+        #: (forgotten with the span's groups).
         self._names: dict[tuple[str, str], int] = {}
         #: Keys that were processing or in memory on a worker that died: key -> times.
+        #: A key leaves when it reruns or is forgotten; at most ``_MAX_RERUNS``.
         self._reruns: dict[Any, int] = {}
+        #: Lost keys forgotten at ``_MAX_RERUNS`` before they reran.
+        self.reruns_evicted = 0
         #: Keys of running tasks that opened Dask spans of their own (insertion-ordered,
         #: bounded): their spans are parents, so they are kept like ``children``.
         self._parents: dict[Any, None] = {}
@@ -196,6 +205,8 @@ class TaskGroups:
             "task_groups": len(self._groups),
             "held_task_spans": self.sampler.held(),
             "pending_reruns": len(self._reruns),
+            "reruns_evicted": self.reruns_evicted,
+            "traces_counted": self.sampler.traces(),
             "parent_tasks": len(self._parents),
         }
 
@@ -218,6 +229,25 @@ class TaskGroups:
         """Keys a dead worker was running or holding: their next run is a rerun."""
         for key in keys:
             self._reruns[key] = self._reruns.get(key, 0) + 1
+            if len(self._reruns) > _MAX_RERUNS:
+                del self._reruns[next(iter(self._reruns))]
+                self.reruns_evicted += 1
+
+    def forget_key(self, key: Any) -> None:
+        """``key`` left the scheduler without rerunning: a later task of that key is
+        a new task, not a recomputation."""
+        if self._reruns:
+            self._reruns.pop(key, None)
+
+    def forget_span(self, uuid: str, groups: Iterable[TaskGroup], trace_id: int | None) -> None:
+        """A released span is forgotten: its groups (a later graph's dependency on one
+        gets no link), and with a root (``trace_id``) its trace's task span budget."""
+        for tg in groups:
+            self._groups.pop(tg, None)
+            self._names.pop((uuid, tg.name), None)
+            self.sampler.flush(tg)
+        if trace_id is not None:
+            self.sampler.forget_trace(trace_id)
 
     def task_finished(
         self,

@@ -52,7 +52,8 @@ _MAX_WORKERS = 10_000
 _MAX_STORY_EVENTS = 50
 #: Most recommendations recorded on one transition event.
 _MAX_RECOMMENDATIONS = 16
-#: Most running tasks remembered as parents of Dask spans they opened.
+#: Most running tasks remembered as parents of Dask spans they opened (oldest
+#: forgotten first, counted in ``stats()["parents_evicted"]``).
 _MAX_PARENTS = 10_000
 #: Most dependency keys recorded on a task span.
 _MAX_DEPENDENCIES = 32
@@ -193,6 +194,8 @@ class TaskGroups:
         self._reruns: dict[Any, int] = {}
         #: Lost keys forgotten at ``_MAX_RERUNS`` before they reran.
         self.reruns_evicted = 0
+        #: Parent tasks forgotten at ``_MAX_PARENTS`` before they finished.
+        self.parents_evicted = 0
         #: Keys of running tasks that opened Dask spans of their own (insertion-ordered,
         #: bounded): their spans are parents, so they are kept like ``children``.
         self._parents: dict[Any, None] = {}
@@ -208,6 +211,7 @@ class TaskGroups:
             "reruns_evicted": self.reruns_evicted,
             "traces_counted": self.sampler.traces(),
             "parent_tasks": len(self._parents),
+            "parents_evicted": self.parents_evicted,
         }
 
     # -- the hot path ---------------------------------------------------------------------
@@ -224,6 +228,7 @@ class TaskGroups:
         self._parents[key] = None
         if len(self._parents) > _MAX_PARENTS:
             del self._parents[next(iter(self._parents))]
+            self.parents_evicted += 1
 
     def lost(self, keys: Iterable[Any]) -> None:
         """Keys a dead worker was running or holding: their next run is a rerun."""

@@ -124,6 +124,7 @@ class SpanTracker:
             "released_spans": len(self.released),
             "released_evicted": self.released.evicted,
             "late_after_eviction": self.released.late,
+            "callers_evicted": self.callers.evicted,
         }
 
     # -- release ----------------------------------------------------------------------------

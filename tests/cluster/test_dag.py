@@ -302,7 +302,10 @@ async def test_100k_tasks_stay_within_the_budget(otlp_receiver: OtlpReceiver) ->
         "task_groups": 1,
         "held_task_spans": 0,
         "pending_reruns": 0,
+        "reruns_evicted": 0,
+        "traces_counted": 1,
         "parent_tasks": 0,
+        "parents_evicted": 0,
     }
     assert stats["traces"]["dropped"] == stats["traces"]["failed"] == 0
 

@@ -83,8 +83,9 @@ def _start_tracing(dask_scheduler: Any = None) -> None:
     tracemalloc.start()
 
 
-def _retained(dask_scheduler: Any = None) -> int:
-    """Bytes traced in otel-spans' files, after gc (the least of three readings)."""
+def _retained(dask_scheduler: Any = None) -> tuple[int, dict[str, int]]:
+    """Bytes traced in otel-spans' files, after gc (the least of three readings), and
+    by line (of that reading)."""
     import gc
     import os
     import tracemalloc
@@ -92,13 +93,14 @@ def _retained(dask_scheduler: Any = None) -> int:
     import otel_spans
 
     pattern = os.path.join(os.path.dirname(otel_spans.__file__), "*")
-    sizes = []
+    readings = []
     for _ in range(3):
         gc.collect()
         snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, pattern)])
-        sizes.append(sum(s.size for s in snapshot.statistics("filename")))
+        lines = {str(s.traceback[0]): s.size for s in snapshot.statistics("lineno")}
+        readings.append((sum(lines.values()), lines))
         time.sleep(0.2)
-    return min(sizes)
+    return min(readings, key=lambda reading: reading[0])
 
 
 def released(client: Client, timeout: float = 120) -> dict[str, Any]:
@@ -135,14 +137,16 @@ def run(variant: str, endpoint: str, n: int) -> dict[str, Any]:
         for i in range(n):
             if variant == "tracemalloc" and i == n - window:
                 released(client)
-                out["retained_before"] = client.run_on_scheduler(_retained)
+                out["retained_before"], before = client.run_on_scheduler(_retained)
             workflow(client, i)
         out["wall"] = time.perf_counter() - t0
         if variant != "baseline":
             stats = released(client)
             out["released_evicted"] = stats["released_evicted"]
         if variant == "tracemalloc":
-            out["retained_after"] = client.run_on_scheduler(_retained)
+            out["retained_after"], after = client.run_on_scheduler(_retained)
+            growth = {line: after.get(line, 0) - before.get(line, 0) for line in after}
+            out["top"] = sorted(growth.items(), key=lambda item: -item[1])[:5]
             out["per_workflow"] = (out["retained_after"] - out["retained_before"]) / window
         out["rss_growth"] = cluster.scheduler.memory_info().rss - rss0
     out["window"] = window
@@ -172,8 +176,10 @@ def main() -> None:
                 f"otel-spans retained (tracemalloc, after gc): {r['retained_before']:,} B after "
                 f"workflow {args.n - r['window']:,}, {r['retained_after']:,} B after {args.n:,}: "
                 f"{r['per_workflow']:.1f} B per workflow over the last {r['window']:,} "
-                f"({r['released_evicted']:,} released spans evicted)"
+                f"({r['released_evicted']:,} released spans evicted); most growth:"
             )
+            for line, size in r["top"]:
+                print(f"  {size:+,} B  {line}")
 
 
 if __name__ == "__main__":

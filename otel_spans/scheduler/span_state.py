@@ -24,7 +24,7 @@ MAX_FINISHED_ROOTS = 100
 #: Dask spans whose last export settled, kept so that late work in one is still
 #: exported as a continuation: at most this many, least recently released evicted
 #: first, counted in ``stats()["released_evicted"]``. Read at every release.
-MAX_RELEASED = 1_000
+MAX_RELEASED = 512
 
 
 class FinishedRoot(NamedTuple):

@@ -67,16 +67,20 @@ def parse_caller(value: Any) -> Caller | None:
 
 
 #: Most workflows whose origin, and Dask spans whose adopted caller, are remembered
-#: (oldest forgotten first): a long-lived scheduler runs workflows without end.
+#: (oldest forgotten first, counted in ``stats()["callers_evicted"]``); a span's are
+#: also forgotten with the span (see ``SpanTracker.released``).
 _MAX_REMEMBERED = 10_000
 
 _V = TypeVar("_V")
 
 
-def _remember(memory: dict[str, _V], uuid: str, value: _V) -> None:
+def _remember(memory: dict[str, _V], uuid: str, value: _V) -> int:
+    """Remember ``value``; returns how many older ones were forgotten (0 or 1)."""
     memory[uuid] = value
     if len(memory) > _MAX_REMEMBERED:
         del memory[next(iter(memory))]
+        return 1
+    return 0
 
 
 class Origin:
@@ -171,12 +175,19 @@ class CallerContexts:
         self._callers: dict[str, Caller] = {}
         #: Root Dask span uuid -> who started that workflow (bounded, oldest first).
         self._origins: dict[str, Origin] = {}
+        #: Callers and origins forgotten at ``_MAX_REMEMBERED``.
+        self.evicted = 0
 
     def get(self, uuid: str) -> Caller | None:
         return self._callers.get(uuid)
 
     def origin(self, root_uuid: str) -> Origin | None:
         return self._origins.get(root_uuid)
+
+    def forget(self, uuid: str) -> None:
+        """The span ``uuid`` is forgotten (left the tracker's released spans)."""
+        self._callers.pop(uuid, None)
+        self._origins.pop(uuid, None)
 
     def clear(self) -> None:
         self._callers.clear()
@@ -191,7 +202,7 @@ class CallerContexts:
         origin = self._origins.get(root_uuid)
         if origin is None:
             origin = Origin()
-            _remember(self._origins, root_uuid, origin)
+            self.evicted += _remember(self._origins, root_uuid, origin)
         return origin
 
     def adopt(
@@ -278,7 +289,7 @@ class CallerContexts:
                 or uuid in self._callers
             ):
                 continue
-            _remember(self._callers, uuid, caller)
+            self.evicted += _remember(self._callers, uuid, caller)
             adopted = True
         if adopted:
             self._keep_task(submitter)
@@ -289,7 +300,7 @@ class CallerContexts:
             # A new tree: its root adopts the caller; spans new in the same graph as
             # their root follow the Dask tree.
             if caller.trace_id != ids.workflow_trace_id(root.id):
-                _remember(self._callers, root.id, caller)
+                self.evicted += _remember(self._callers, root.id, caller)
             decided.add(root.id)
             return
         if span is root or root.id in decided or span.id in self._tracked:
@@ -303,4 +314,4 @@ class CallerContexts:
         if parent is not None and caller.span_id == ids.dask_span_id(parent.id):
             return
         # Opened by code running in a task of the tree (or elsewhere): hang under it.
-        _remember(self._callers, span.id, caller)
+        self.evicted += _remember(self._callers, span.id, caller)

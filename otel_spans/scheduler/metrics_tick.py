@@ -97,6 +97,7 @@ class SpanMetricsTick:
                         deltas.extend(_labelled(self._idle_delta(span, track), labels))
                     if settled:
                         del tracker.live[uuid]
+                        tracker.release_settled(span)
             if pending and not final and _time.perf_counter() > deadline:
                 # Out of budget (after at least one span: every slice makes progress).
                 self._resume_tick.soon()

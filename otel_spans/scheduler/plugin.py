@@ -270,11 +270,11 @@ class OtelSpansPlugin(SchedulerPlugin):
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
         tracker = self._tracker
-        out: dict[str, Any] = {
-            "open_spans": len(tracker.open) if tracker else 0,
-            "live_spans": len(tracker.live) if tracker else 0,
-            "tracked_spans": len(tracker.tracks) if tracker else 0,
-        }
+        out: dict[str, Any] = (
+            tracker.stats()
+            if tracker
+            else dict.fromkeys(("open_spans", "live_spans", "tracked_spans"), 0)
+        )
         if tracker is not None:
             # not exported because the caller's trace is not sampled (parent-based)
             groups = tracker.task_groups
@@ -295,6 +295,8 @@ class OtelSpansPlugin(SchedulerPlugin):
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         active = finish in _ACTIVE_STATES
         if (not active and finish not in _SETTLING_STATES) or self._budget.exhausted:
+            if finish == "forgotten" and self._tracker is not None:
+                self._forgotten(key)
             return
         try:
             tracker = self._tracker
@@ -307,7 +309,7 @@ class OtelSpansPlugin(SchedulerPlugin):
             uuid = ts.group.span_id
             if not uuid:
                 return
-            track = tracker.track_uuid(uuid)
+            track = tracker.track_uuid(uuid, reopen=active)
             if track is None:
                 return
             if active:
@@ -320,6 +322,16 @@ class OtelSpansPlugin(SchedulerPlugin):
             tracker.task_finished(ts, start, finish, kwargs, track, compute)
         except Exception:
             self._internal_error("transition")
+
+    def _forgotten(self, key: Any) -> None:
+        """A key left the scheduler: a lost run of it that never reran is no rerun of
+        a later graph's task of the same key."""
+        groups = self._tracker.task_groups if self._tracker is not None else None
+        if groups is not None:
+            try:
+                groups.forget_key(key)
+            except Exception:
+                self._internal_error("transition")
 
     def update_graph(
         self,

@@ -65,7 +65,11 @@ class TaskSampler(Generic[R]):
     """Decides, task by task, which task spans to keep; see the module docstring."""
 
     def __init__(self) -> None:
+        #: Groups with tasks decided and not flushed yet (flushed at their export).
         self._groups: dict[Hashable, GroupTally] = {}
+        #: trace id -> task spans kept; forgotten with the trace's root
+        #: (:meth:`forget_trace`), so a caller's trace that spans several workflows
+        #: starts a fresh budget once an earlier one's root is forgotten.
         self._per_trace: dict[int, int] = {}
         self._tiebreak = itertools.count()
 
@@ -146,6 +150,12 @@ class TaskSampler(Generic[R]):
             return [], 0, 0
         held = [(d, record) for d, _, record in sorted(tally.held, key=lambda t: (-t[0], t[1]))]
         return held, tally.kept + len(held), tally.dropped  # type: ignore[return-value]
+
+    def forget_trace(self, trace: int) -> None:
+        self._per_trace.pop(trace, None)
+
+    def traces(self) -> int:
+        return len(self._per_trace)
 
     def held(self) -> int:
         """Task records held in memory right now (at most groups × K)."""

@@ -10,7 +10,7 @@ first seen.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -21,6 +21,10 @@ from otel_spans.scheduler.task_groups import SpanIdentity
 
 #: Finished workflows remembered for the workflows page.
 MAX_FINISHED_ROOTS = 100
+#: Dask spans whose last export settled, kept so that late work in one is still
+#: exported as a continuation: at most this many, least recently released evicted
+#: first, counted in ``stats()["released_evicted"]``. Read at every release.
+MAX_RELEASED = 512
 
 
 class FinishedRoot(NamedTuple):
@@ -118,3 +122,65 @@ def metric_labels(
 def _label_value(value: AttrValue) -> str:
     """A workflow attribute's value as a metric attribute (a string, as in PromQL)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class ReleasedSpans:
+    """Tracks of spans whose last export settled, least recently released first.
+
+    A long-lived scheduler sees workflows without end and Dask keeps every span: what
+    otel-spans remembers of a span moves here once its metrics settled, and is dropped
+    (``evict`` is told, to release the span's task groups and callers) beyond
+    :data:`MAX_RELEASED`. A span taken back (late work) is tracked again as before.
+    Late work in an evicted span is not exported (counted in :attr:`late`): it would
+    reuse the ids of its first export.
+    """
+
+    def __init__(self, evict: Callable[[str, TrackedSpan], object]):
+        #: uuid -> track, at most :data:`MAX_RELEASED`, oldest first.
+        self._tracks: dict[str, TrackedSpan] = {}
+        self._evict = evict
+        #: Tracks evicted at the bound.
+        self.evicted = 0
+        #: Transitions of evicted spans, ignored.
+        self.late = 0
+
+    def put(self, uuid: str, track: TrackedSpan) -> None:
+        self._tracks[uuid] = track
+        while len(self._tracks) > MAX_RELEASED:
+            old = next(iter(self._tracks))
+            self.evicted += 1
+            self._evict(old, self._tracks.pop(old))
+
+    def take(self, uuid: str) -> TrackedSpan | None:
+        """The released track of ``uuid``, no longer released; None if unknown."""
+        return self._tracks.pop(uuid, None) if self._tracks else None
+
+    def get(self, uuid: str) -> TrackedSpan | None:
+        return self._tracks.get(uuid)
+
+    def __contains__(self, uuid: object) -> bool:
+        return uuid in self._tracks
+
+    def __len__(self) -> int:
+        return len(self._tracks)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tracks)
+
+    def update(self, other: ReleasedSpans) -> None:
+        for uuid, track in other._tracks.items():
+            self.put(uuid, track)
+
+    def clear(self) -> None:
+        self._tracks.clear()
+
+
+class KnownSpans:
+    """The uuids of spans tracked or released: their ids are settled."""
+
+    def __init__(self, tracks: Mapping[str, TrackedSpan], released: ReleasedSpans):
+        self._tracks = tracks
+        self._released = released
+
+    def __contains__(self, uuid: object) -> bool:
+        return uuid in self._tracks or uuid in self._released

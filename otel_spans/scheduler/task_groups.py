@@ -53,12 +53,16 @@ _MAX_WORKERS = 10_000
 _MAX_STORY_EVENTS = 50
 #: Most recommendations recorded on one transition event.
 _MAX_RECOMMENDATIONS = 16
-#: Most running tasks remembered as parents of Dask spans they opened.
+#: Most running tasks remembered as parents of Dask spans they opened (oldest
+#: forgotten first, counted in ``stats()["parents_evicted"]``).
 _MAX_PARENTS = 10_000
 #: Most dependency keys recorded on a task span.
 _MAX_DEPENDENCIES = 32
 #: Most dependency links built for a group span; the rest are counted as dropped.
 _MAX_LINKS = 128
+#: Most keys lost with a worker and not rerun yet, remembered as reruns (oldest
+#: forgotten first, counted in ``stats()["reruns_evicted"]``).
+_MAX_RERUNS = 10_000
 
 
 @dataclass(slots=True)
@@ -180,11 +184,19 @@ class TaskGroups:
         self.max_length = max_length
         self.exception_messages = exception_messages
         self.sampler: TaskSampler[DeferredTask | TaskRecord] = TaskSampler()
+        #: One per task group of a tracked or released span; a span's groups are
+        #: forgotten when it leaves the released spans (``forget_span``).
         self._groups: dict[TaskGroup, _Group] = {}
-        #: (Dask span uuid, group name) -> how many groups of that name the span had.
+        #: (Dask span uuid, group name) -> how many groups of that name the span had
+        #: (forgotten with the span's groups).
         self._names: dict[tuple[str, str], int] = {}
         #: Keys that were processing or in memory on a worker that died: key -> times.
+        #: A key leaves when it reruns or is forgotten; at most ``_MAX_RERUNS``.
         self._reruns: dict[Any, int] = {}
+        #: Lost keys forgotten at ``_MAX_RERUNS`` before they reran.
+        self.reruns_evicted = 0
+        #: Parent tasks forgotten at ``_MAX_PARENTS`` before they finished.
+        self.parents_evicted = 0
         #: Keys of running tasks that opened Dask spans of their own (insertion-ordered,
         #: bounded): their spans are parents, so they are kept like ``children``.
         self._parents: dict[Any, None] = {}
@@ -197,7 +209,10 @@ class TaskGroups:
             "task_groups": len(self._groups),
             "held_task_spans": self.sampler.held(),
             "pending_reruns": len(self._reruns),
+            "reruns_evicted": self.reruns_evicted,
+            "traces_counted": self.sampler.traces(),
             "parent_tasks": len(self._parents),
+            "parents_evicted": self.parents_evicted,
         }
 
     # -- the hot path ---------------------------------------------------------------------
@@ -214,11 +229,31 @@ class TaskGroups:
         self._parents[key] = None
         if len(self._parents) > _MAX_PARENTS:
             del self._parents[next(iter(self._parents))]
+            self.parents_evicted += 1
 
     def lost(self, keys: Iterable[Any]) -> None:
         """Keys a dead worker was running or holding: their next run is a rerun."""
         for key in keys:
             self._reruns[key] = self._reruns.get(key, 0) + 1
+            if len(self._reruns) > _MAX_RERUNS:
+                del self._reruns[next(iter(self._reruns))]
+                self.reruns_evicted += 1
+
+    def forget_key(self, key: Any) -> None:
+        """``key`` left the scheduler without rerunning: a later task of that key is
+        a new task, not a recomputation."""
+        if self._reruns:
+            self._reruns.pop(key, None)
+
+    def forget_span(self, uuid: str, groups: Iterable[TaskGroup], trace_id: int | None) -> None:
+        """A released span is forgotten: its groups (a later graph's dependency on one
+        gets no link), and with a root (``trace_id``) its trace's task span budget."""
+        for tg in groups:
+            self._groups.pop(tg, None)
+            self._names.pop((uuid, tg.name), None)
+            self.sampler.flush(tg)
+        if trace_id is not None:
+            self.sampler.forget_trace(trace_id)
 
     def task_finished(
         self,

@@ -39,7 +39,13 @@ from otel_spans.scheduler.done_check import is_done
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_records import ExportSnapshot
-from otel_spans.scheduler.span_state import MAX_FINISHED_ROOTS, FinishedRoot, TrackedSpan
+from otel_spans.scheduler.span_state import (
+    MAX_FINISHED_ROOTS,
+    FinishedRoot,
+    KnownSpans,
+    ReleasedSpans,
+    TrackedSpan,
+)
 from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
 from otel_spans.telemetry.signals import Signals
 
@@ -71,13 +77,18 @@ class SpanTracker:
         self._resume_poll = resume_poll
         #: Fetches the hot code of finished workflows (``otel-spans.profile``).
         self.profiles = profiles
-        #: Dask span uuid -> what is remembered of it.
+        #: Dask span uuid -> what is remembered of it, until its tree's last export
+        #: settled (then in ``released``, bounded): O(running work), not O(history).
         self.tracks: dict[str, TrackedSpan] = {}
+        #: Settled spans, so that late work in one is a continuation (bounded LRU).
+        self.released = ReleasedSpans(self._evicted)
         #: Spans not exported yet, or reopened since.
         self.open: dict[str, Span] = {}
         #: Spans whose metrics are still read (open, or not settled yet).
         self.live: dict[str, Span] = {}
-        self.callers = CallerContexts(self.tracks, self._trace_of, self._keep_task)
+        self.callers = CallerContexts(
+            KnownSpans(self.tracks, self.released), self._trace_of, self._keep_task
+        )
         #: Spans with new work after their last export, and since when.
         self._reopened: dict[str, float] = {}
         #: Spans with task transitions since the last poll: only these (and their
@@ -95,7 +106,7 @@ class SpanTracker:
         self.finished_roots: deque[FinishedRoot] = deque(maxlen=MAX_FINISHED_ROOTS)
 
     def _trace_of(self, uuid: str) -> int | None:
-        track = self.track_uuid(uuid)
+        track = self.track_uuid(uuid, reopen=False)
         return track.trace_id if track is not None else None
 
     def _keep_task(self, key: Hashable) -> None:
@@ -103,14 +114,63 @@ class SpanTracker:
             self.task_groups.keep_as_parent(key)
 
     def identity(self, uuid: str) -> SpanIdentity | None:
-        track = self.tracks.get(uuid)
+        track = self.tracks.get(uuid) or self.released.get(uuid)
         return track.identity if track is not None else None
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "open_spans": len(self.open),
+            "live_spans": len(self.live),
+            "tracked_spans": len(self.tracks),
+            "released_spans": len(self.released),
+            "released_evicted": self.released.evicted,
+            "late_after_eviction": self.released.late,
+            "callers_evicted": self.callers.evicted,
+        }
+
+    # -- release ----------------------------------------------------------------------------
+    def release_settled(self, span: Span) -> None:
+        """``span``'s last export settled (the metrics tick read it a last time).
+
+        A root takes its tree with it; a sub-span settled before its root stays tracked
+        until then, since the root's export counts its tree's tasks.
+        """
+        if span.id in self.open:
+            return
+        if self.tracks.get(span.id, self.released.get(span.id)) is None:
+            return
+        if span.parent is not None and snapshots.root_of(span).id in self.tracks:
+            return
+        for node in span.traverse_spans():
+            if node.id not in self.live and node.id not in self.open:
+                track = self.tracks.pop(node.id, None)
+                if track is not None:
+                    self.released.put(node.id, track)
+
+    def _evicted(self, uuid: str, track: TrackedSpan) -> None:
+        """A released span left the bounded cache: forget the rest of it."""
+        self.callers.forget(uuid)
+        if self.task_groups is not None:
+            ext = self.extension()
+            span = ext.spans.get(uuid) if ext is not None else None
+            trace = track.trace_id if track.is_root else None
+            self.task_groups.forget_span(uuid, span.groups if span is not None else (), trace)
+
+    def _known(self, uuid: str) -> TrackedSpan | None:
+        """The track of ``uuid``, tracked again if it was released."""
+        track = self.tracks.get(uuid)
+        if track is None:
+            track = self.released.take(uuid)
+            if track is not None:
+                self.tracks[uuid] = track
+        return track
 
     def inherit(self, old: SpanTracker) -> None:
         """Go on where ``old``, the tracker of a copy closed to make way for this one,
         stopped: its final poll exported every span it knew, so none is exported again
         by this copy, and new work in one of them goes out as a continuation."""
         self.tracks.update(old.tracks)  # in place: the callers hold this dict
+        self.released.update(old.released)
         self._discovered = max(self._discovered, old._discovered)
         self.callers.inherit(old.callers)
         self.finished_roots.extend(old.finished_roots)
@@ -126,6 +186,7 @@ class SpanTracker:
             self._lingering,
             self._deferred,
             self.finished_roots,
+            self.released,
         ):
             state.clear()
         self.callers.clear()
@@ -135,18 +196,25 @@ class SpanTracker:
     def extension(self) -> SpansSchedulerExtension | None:
         return self._scheduler.extensions.get("spans")
 
-    def track_uuid(self, uuid: str) -> TrackedSpan | None:
+    def track_uuid(self, uuid: str, *, reopen: bool = True) -> TrackedSpan | None:
         """The tracked span of ``uuid``, tracked now if it is new (seen in a transition
-        before any poll)."""
-        track = self.tracks.get(uuid)
+        before any poll). A released span is tracked again only for new work
+        (``reopen``): a task of it released later changes nothing."""
+        track = self._known(uuid) if reopen else self.tracks.get(uuid, self.released.get(uuid))
         if track is not None:
             return track
         ext = self.extension()
         span = ext.spans.get(uuid) if ext is not None else None
-        return self._track(span) if span is not None else None
+        if span is None:
+            return None
+        undiscovered = len(ext.spans) - self._discovered  # type: ignore[union-attr]
+        if undiscovered <= 0 or uuid not in islice(reversed(ext.spans), undiscovered):  # type: ignore[union-attr]
+            self.released.late += reopen  # discovered, released and evicted since
+            return None
+        return self._track(span)
 
     def _track(self, span: Span) -> TrackedSpan:
-        track = self.tracks.get(span.id)
+        track = self._known(span.id)
         if track is None:
             root = snapshots.root_of(span)
             tags = tuple(clean(str(tag), self._settings.max_attribute_length) for tag in span.name)
@@ -295,7 +363,7 @@ class SpanTracker:
                 self._export(open_span, track, done=False)
 
     def _reopen(self, span: Span, when: float) -> None:
-        track = self.tracks.get(span.id)
+        track = self._known(span.id)
         if track is None or not track.exports:
             return
         if track.reopened_at is None:
@@ -353,7 +421,7 @@ class SpanTracker:
         )
 
     def _finished_of(self, uuid: str) -> dict[tuple[str, str], int] | None:
-        track = self.tracks.get(uuid)
+        track = self.tracks.get(uuid) or self.released.get(uuid)
         return track.finished if track is not None else None
 
     def _snapshot(self, span: Span, track: TrackedSpan, *, done: bool) -> ExportSnapshot:

@@ -91,6 +91,8 @@ logger = logging.getLogger(__name__)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 #: Longest metric attribute value (span names, prefixes, activities...).
 MAX_LABEL_LENGTH = LABEL_LENGTH
+#: Most (span name, workflow labels, prefix) label sets memoised for the task path.
+MAX_TASK_LABELS = 4_096
 
 
 class MetricsState:
@@ -113,9 +115,11 @@ class MetricsState:
         #: Gauge series of the last complete reading (replaced as a whole).
         self._gauges: dict[str, dict[Attrs, float]] = {}
         self._lock = threading.Lock()
-        #: (tags, workflow labels, prefix) -> labels, for the per-task path (bounded by
-        #: Dask's own spans).
+        #: (tags, workflow labels, prefix) -> labels, for the per-task path: a cache
+        #: of at most ``MAX_TASK_LABELS``, oldest evicted first (then computed again),
+        #: counted in ``task_labels_evicted``.
         self._task_labels: dict[tuple[tuple[str, ...], Attrs, str], Attrs] = {}
+        self.task_labels_evicted = 0
         #: The cost model's running totals (thread-seconds; see :meth:`_account`).
         self._busy = 0.0
         self._available = 0.0
@@ -129,6 +133,9 @@ class MetricsState:
             attrs = self._task_labels[key] = self.labels(
                 tags, ((semconv.DASK_TASK_PREFIX, prefix), *labels)
             )
+            if len(self._task_labels) > MAX_TASK_LABELS:
+                del self._task_labels[next(iter(self._task_labels))]
+                self.task_labels_evicted += 1
         return attrs
 
     def labels(self, tags: tuple[str, ...] | None, attributes: Attrs) -> Attrs:

@@ -310,6 +310,7 @@ class Signals:
             "python_logs": self.python_logs.stats() if self.python_logs else {"active": False},
             "internal_errors": self._loop_errors() + self._export_errors + crashes,
             "hooks_disabled": self._hooks_disabled(),
+            "task_labels_evicted": self.metric_state.task_labels_evicted,
         }
         metric_exports = self._metric_export_counts()
         if metric_exports is not None:

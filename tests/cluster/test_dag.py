@@ -306,7 +306,10 @@ async def test_30k_tasks_stay_within_the_budget(otlp_receiver: OtlpReceiver) -> 
         "task_groups": 1,
         "held_task_spans": 0,
         "pending_reruns": 0,
+        "reruns_evicted": 0,
+        "traces_counted": 1,
         "parent_tasks": 0,
+        "parents_evicted": 0,
     }
     assert stats["traces"]["dropped"] == stats["traces"]["failed"] == 0
 
@@ -374,3 +377,35 @@ def test_a_story_holds_only_the_keys_own_transitions() -> None:
         for e in events
     ]
     assert pairs == [("waiting", "processing"), ("processing", "erred")]
+
+
+@cluster_test(90)
+async def test_key_lost_and_released_before_rerun_is_no_recomputation_later(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """A key lost with its worker and released before it reran is a new task when a
+    later graph reuses it: attempt 1 (its span id is the one its worker computes)."""
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "otel-spans.traces.tasks.mode": "all",
+    }
+    keys = [f"reused-{i}" for i in range(4)]
+
+    def task_spans() -> list[ReceivedSpan]:
+        return [s for s in otlp_receiver.spans() if s.attributes.get("dask.task.key") in keys]
+
+    async with traced_cluster(config, n_workers=2) as (client, _, workers):
+        victim = workers[0]
+        with span("lost"):
+            # only the victim may run them: once it is gone they wait, never rerun
+            futures = client.map(inc, range(4), key=keys, workers=[victim.address])
+            await client.gather(futures)
+        await victim.close()
+        del futures  # released (and forgotten) before they could rerun
+        await await_until(lambda: not any(key in client.futures for key in keys))
+        with span("reused"):
+            futures = client.map(inc, range(4), key=keys)
+            assert await client.gather(futures) == [1, 2, 3, 4]
+        await await_until(lambda: len(task_spans()) == 2 * len(keys))
+    assert {s.attributes["dask.task.attempt"] for s in task_spans()} == {1}
+    assert {s.attributes["dask.task.sampled_because"] for s in task_spans()} == {"all"}

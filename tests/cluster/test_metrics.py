@@ -226,7 +226,9 @@ async def test_prometheus_scrapes_the_pull_endpoint(prometheus: Any) -> None:
         assert cost and sample_value(cost[0]) > 0
 
 
-@cluster_test(120)
+# Deadlines, not a speed claim: 5,000 span() blocks cost Dask itself about 5 ms each
+# on a quiet machine, several times that on a loaded one.
+@cluster_test(360)
 async def test_five_thousand_span_names_stay_within_the_budget(
     otlp_receiver: OtlpReceiver,
 ) -> None:
@@ -261,7 +263,7 @@ async def test_five_thousand_span_names_stay_within_the_budget(
             ]
             return got.get(key) if sum(tasks) == 5000 else None
 
-        overflow_count = await await_until(overflowed, 60, interval=0.5)
+        overflow_count = await await_until(overflowed, 180, interval=0.5)
         # Without traces nothing is built for them, but the span metrics that come from
         # a span's export (duration, workflow efficiency) still are.
         assert "dag" not in c.scheduler.plugins["otel-spans"].stats()

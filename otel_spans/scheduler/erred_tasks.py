@@ -12,14 +12,8 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from otel_spans import semconv
-from otel_spans.records import (
-    AttrValue,
-    ExceptionRecord,
-    LogEntry,
-    SpanEventRecord,
-    TaskRecord,
-    ns,
-)
+from otel_spans.records import AttrValue, LogEntry, SpanEventRecord, ns
+from otel_spans.task_records import ExceptionRecord, TaskRecord
 
 if TYPE_CHECKING:
     from distributed import Scheduler

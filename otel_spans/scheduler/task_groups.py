@@ -2,7 +2,7 @@
 
 Dask side, on the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`).
 Per finished task the work is a few dict updates and one sampling decision; a task that
-is kept leaves a :class:`~otel_spans.records.DeferredTask` (its span id and a copy of
+is kept leaves a :class:`~otel_spans.task_records.DeferredTask` (its span id and a copy of
 what the worker reported), and its :class:`TaskRecord` is built on the exporter thread.
 Per task group it keeps one small :class:`_Group`; per-task state ends with the sampling
 decision (see
@@ -23,16 +23,7 @@ from distributed.metrics import time
 
 from otel_spans import ids, semconv
 from otel_spans.names import clean
-from otel_spans.records import (
-    DeferredTask,
-    GroupRecord,
-    LinkRecord,
-    LogEntry,
-    SpanEventRecord,
-    TaskRecord,
-    ns,
-    raw_phases,
-)
+from otel_spans.records import LinkRecord, LogEntry, SpanEventRecord, ns
 from otel_spans.scheduler import erred_tasks, snapshots
 from otel_spans.scheduler.sampling import (
     CHILDREN,
@@ -42,6 +33,7 @@ from otel_spans.scheduler.sampling import (
     Policy,
     TaskSampler,
 )
+from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord, raw_phases
 
 if TYPE_CHECKING:
     from distributed import Scheduler

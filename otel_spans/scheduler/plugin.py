@@ -15,7 +15,8 @@ The work itself is in one module per job:
 * :mod:`~otel_spans.scheduler.guard` — when a copy must close itself, and when it
   stops following tasks after repeated errors of its own;
 * :mod:`~otel_spans.scheduler.parts` — which of these parts a started copy runs, and
-  how they are wired to each other.
+  how they are wired to each other;
+* :mod:`~otel_spans.scheduler.plugin_stats` — the counters of them all, as ``stats()``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from otel_spans.scheduler.dask_events import DaskEvents
 from otel_spans.scheduler.guard import WATCH_INTERVAL, ErrorBudget, orphaned
 from otel_spans.scheduler.metrics_tick import SpanMetricsTick
 from otel_spans.scheduler.parts import build_parts
+from otel_spans.scheduler.plugin_stats import plugin_stats
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
 from otel_spans.scheduler.task_groups import compute_seconds
@@ -269,27 +271,13 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def stats(self) -> dict[str, Any]:
         """Pipeline counters; also served as the ``otel_spans_stats`` scheduler handler."""
-        tracker = self._tracker
-        out: dict[str, Any] = (
-            tracker.stats()
-            if tracker
-            else dict.fromkeys(("open_spans", "live_spans", "tracked_spans"), 0)
+        return plugin_stats(
+            self._tracker,
+            self._profiles,
+            self.signals or self._closed_signals,
+            internal_errors=self._internal_errors,
+            hooks_disabled=int(self._budget.exhausted),
         )
-        if tracker is not None:
-            # not exported because the caller's trace is not sampled (parent-based)
-            groups = tracker.task_groups
-            out["unsampled_spans"] = tracker.unsampled + (groups.unsampled if groups else 0)
-        if tracker is not None and tracker.task_groups is not None:
-            out["dag"] = tracker.task_groups.stats()
-        if self._profiles is not None:
-            out["profiles"] = self._profiles.stats()
-        signals = self.signals or self._closed_signals
-        if signals is not None:
-            out.update(signals.stats())  # internal errors of the loop and the exporters
-        else:
-            out["internal_errors"] = self._internal_errors
-            out["hooks_disabled"] = int(self._budget.exhausted)
-        return out
 
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:

@@ -2,11 +2,13 @@
 
 Dask side, on the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`).
 Per finished task the work is a few dict updates and one sampling decision; a task that
-is kept leaves a :class:`~otel_spans.records.DeferredTask` (its span id and a copy of
+is kept leaves a :class:`~otel_spans.task_records.DeferredTask` (its span id and a copy of
 what the worker reported), and its :class:`TaskRecord` is built on the exporter thread.
 Per task group it keeps one small :class:`_Group`; per-task state ends with the sampling
 decision (see
-:mod:`otel_spans.scheduler.sampling`), so memory is O(groups + kept tasks).
+:mod:`otel_spans.scheduler.sampling`), so memory is O(groups + kept tasks). What an
+erred task carries (exception, story, log) is read by
+:mod:`otel_spans.scheduler.erred_tasks`.
 """
 
 from __future__ import annotations
@@ -21,19 +23,8 @@ from distributed.metrics import time
 
 from otel_spans import ids, semconv
 from otel_spans.names import clean
-from otel_spans.records import (
-    AttrValue,
-    DeferredTask,
-    ExceptionRecord,
-    GroupRecord,
-    LinkRecord,
-    LogEntry,
-    SpanEventRecord,
-    TaskRecord,
-    ns,
-    raw_phases,
-)
-from otel_spans.scheduler import snapshots
+from otel_spans.records import LinkRecord, LogEntry, SpanEventRecord, ns
+from otel_spans.scheduler import erred_tasks, snapshots
 from otel_spans.scheduler.sampling import (
     CHILDREN,
     ERRED,
@@ -42,6 +33,7 @@ from otel_spans.scheduler.sampling import (
     Policy,
     TaskSampler,
 )
+from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord, raw_phases
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -49,10 +41,6 @@ if TYPE_CHECKING:
 
 #: Most distinct workers remembered per group (the count saturates there).
 _MAX_WORKERS = 10_000
-#: Most transition events recorded on one erred task span.
-_MAX_STORY_EVENTS = 50
-#: Most recommendations recorded on one transition event.
-_MAX_RECOMMENDATIONS = 16
 #: Most running tasks remembered as parents of Dask spans they opened (oldest
 #: forgotten first, counted in ``stats()["parents_evicted"]``).
 _MAX_PARENTS = 10_000
@@ -101,57 +89,6 @@ def compute_seconds(startstops: Iterable[dict[str, Any]] | None) -> float:
         if phase.get("action") == "compute":
             total += phase["stop"] - phase["start"]
     return total
-
-
-def exception_record(
-    kwargs: dict[str, Any], max_length: int, *, messages: bool = True
-) -> ExceptionRecord:
-    """The exception of an erred task from the texts the worker sent (never unpickled).
-
-    Without ``messages`` only the type is kept: message and traceback may quote data.
-    """
-    text = str(kwargs.get("exception_text") or "")[: max_length * 2]
-    kind, _, rest = text.partition("(")
-    kind = kind.strip()[:max_length] or "Exception"
-    if not messages:
-        return ExceptionRecord(type=kind, message="", stacktrace="")
-    message = rest[:-1] if rest.endswith(")") else text
-    if message[:1] in "'\"" and message[-1:] == message[:1]:
-        message = message[1:-1]
-    return ExceptionRecord(
-        type=kind,
-        message=message[:max_length],
-        stacktrace=str(kwargs.get("traceback_text") or "")[:max_length],
-    )
-
-
-def story_event(entry: object) -> SpanEventRecord | None:
-    """One entry of ``Scheduler.story`` as a span event; None for a shape not known.
-
-    distributed writes ``(key, start, finish, recommendations, stimulus_id, timestamp)``
-    (a ``Transition`` named tuple since 2024); older releases wrote
-    ``(key, start, finish, recommendations, timestamp)``. Recommendations are kept as
-    ``"<key>: <state>"`` texts.
-    """
-    if not isinstance(entry, tuple) or len(entry) not in (5, 6):
-        return None
-    if len(entry) == 6:
-        _, start, finish, recommendations, stimulus, timestamp = entry
-    else:
-        _, start, finish, recommendations, timestamp = entry
-        stimulus = None
-    if isinstance(timestamp, bool) or not isinstance(timestamp, int | float):
-        return None
-    attrs: list[tuple[str, AttrValue]] = [
-        (semconv.DASK_TRANSITION_FROM, str(start)),
-        (semconv.DASK_TRANSITION_TO, str(finish)),
-    ]
-    if stimulus is not None:
-        attrs.append((semconv.DASK_TRANSITION_STIMULUS, str(stimulus)))
-    if isinstance(recommendations, dict) and recommendations:
-        texts = tuple(f"{k}: {v}" for k, v in islice(recommendations.items(), _MAX_RECOMMENDATIONS))
-        attrs.append((semconv.DASK_TRANSITION_RECOMMENDATIONS, texts))
-    return SpanEventRecord(semconv.EVENT_TRANSITION, ns(timestamp), tuple(attrs))
 
 
 def _int(value: object) -> int:
@@ -313,7 +250,7 @@ class TaskGroups:
             self.submit(record)
         if erred_here and self.log is not None:
             assert isinstance(record, TaskRecord)
-            self.log(self._erred_log(record, kwargs, span, kept=decision is not None))
+            self.log(erred_tasks.erred_log(record, span.trace_id, kept=decision is not None))
         return pending.span_id if decision is not None and decision != "hold" else 0
 
     def _pending(
@@ -352,42 +289,14 @@ class TaskGroups:
     def _erred_record(
         self, ts: TaskState, kwargs: dict[str, Any], span: SpanIdentity, pending: DeferredTask
     ) -> TaskRecord:
-        exception = exception_record(kwargs, self.max_length, messages=self.exception_messages)
+        exception = erred_tasks.exception_record(
+            kwargs, self.max_length, messages=self.exception_messages
+        )
         events: tuple[SpanEventRecord, ...] = ()
         if span.stories < self.max_error_stories:
             span.stories += 1
-            events = self._story(ts.key)
+            events = erred_tasks.key_story(self.scheduler, ts.key)
         return pending.build(exception=exception, events=events)
-
-    def _story(self, key: Any) -> tuple[SpanEventRecord, ...]:
-        """The scheduler's transitions of ``key`` (searches its bounded transition log)."""
-        # Dask's story of a key also holds other keys' transitions that recommended
-        # something for it: only the key's own are its story.
-        own = [entry for entry in self.scheduler.story(key) if entry[:1] == (key,)]
-        events = (story_event(entry) for entry in own[-_MAX_STORY_EVENTS:])
-        return tuple(event for event in events if event is not None)
-
-    def _erred_log(
-        self, record: TaskRecord, kwargs: dict[str, Any], span: SpanIdentity, *, kept: bool
-    ) -> LogEntry:
-        exc = record.exception
-        assert exc is not None
-        return LogEntry(
-            time_ns=record.end_ns,
-            severity_number=semconv.SEVERITY_ERROR.number,
-            severity_text=semconv.SEVERITY_ERROR.text,
-            body=f"Task {record.key} erred: {exc.describe()}",
-            attributes=(
-                (semconv.DASK_TASK_KEY, record.key),
-                (semconv.DASK_TASK_PREFIX, record.prefix),
-                (semconv.DASK_WORKER_ADDRESS, record.worker),
-                (semconv.EXCEPTION_TYPE, exc.type),
-                *(((semconv.EXCEPTION_MESSAGE, exc.message),) if exc.message else ()),
-            ),
-            event_name=semconv.LOG_TASK_ERRED,
-            trace_id=span.trace_id,
-            span_id=record.span_id if kept else record.parent_span_id,
-        )
 
     # -- at the export of a Dask span ----------------------------------------------------------
     def export_groups(

@@ -7,7 +7,8 @@ On the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`):
 * the trace poll (``traces.poll-interval``, :meth:`SpanTracker.poll`) discovers new
   Dask spans and checks the *open* ones (not yet exported, or reopened) for being
   done. A span that stayed done for ``traces.linger`` is exported: the tracker
-  freezes what it knows into an :class:`~otel_spans.scheduler.span_records.ExportSnapshot`,
+  freezes what it knows into an :class:`~otel_spans.scheduler.span_records.ExportSnapshot`
+  (:mod:`otel_spans.scheduler.export_inputs`),
   :mod:`otel_spans.scheduler.span_records` builds the record from it, and the record
   goes to the exporter thread; cost per poll O(spans that had transitions × their task
   groups), never O(history), in time slices (:mod:`otel_spans.scheduler.slices`).
@@ -29,16 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from distributed.metrics import time
 
-from otel_spans import ids
 from otel_spans.config import Settings, format_trace_url
-from otel_spans.names import clean
-from otel_spans.records import AttrValue
-from otel_spans.scheduler import snapshots, span_records, span_state
+from otel_spans.scheduler import export_inputs, snapshots, span_records
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.done_check import is_done
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
-from otel_spans.scheduler.span_records import ExportSnapshot
 from otel_spans.scheduler.span_state import (
     MAX_FINISHED_ROOTS,
     FinishedRoot,
@@ -217,24 +214,7 @@ class SpanTracker:
         track = self._known(span.id)
         if track is None:
             root = snapshots.root_of(span)
-            tags = tuple(clean(str(tag), self._settings.max_attribute_length) for tag in span.name)
-            caller = self.callers.get(root.id)
-            sampled = True
-            if caller is not None and not caller.as_link:
-                trace_id = caller.trace_id  # the caller's trace: we are part of it
-                # parent-based sampling: the caller decided for its whole trace
-                sampled = caller.sampled or not self._settings.traces.follow_caller_sampling
-            else:
-                trace_id = ids.workflow_trace_id(root.id)
-            identity = SpanIdentity(
-                span.id,
-                tags,
-                trace_id,
-                ids.dask_span_id(span.id),
-                span_state.task_policy(self._settings.traces.tasks, tags),
-                sampled=sampled,
-                labels=self._metric_labels(root.id),
-            )
+            identity = export_inputs.identity_of(span, root, self._settings, self.callers)
             track = self.tracks[span.id] = TrackedSpan(identity=identity, is_root=root is span)
             self.open[span.id] = span
             self.live[span.id] = span
@@ -383,7 +363,14 @@ class SpanTracker:
         signals = self._signals
         record, run_totals = span_records.span_record(
             span,
-            self._snapshot(span, track, done=done),
+            export_inputs.export_snapshot(
+                span,
+                track,
+                self._settings,
+                self.callers,
+                done=done,
+                traces_enabled=signals.traces_enabled,
+            ),
             scheduler=self._scheduler,
             settings=self._settings,
             full=signals.traces_enabled,
@@ -423,44 +410,3 @@ class SpanTracker:
     def _finished_of(self, uuid: str) -> dict[tuple[str, str], int] | None:
         track = self.tracks.get(uuid) or self.released.get(uuid)
         return track.finished if track is not None else None
-
-    def _snapshot(self, span: Span, track: TrackedSpan, *, done: bool) -> ExportSnapshot:
-        """What the record of this export is built from: the tracker's side of it."""
-        continuation = track.exports
-        workflow_attributes: tuple[tuple[str, AttrValue], ...] = ()
-        client = user = None
-        if self._signals.traces_enabled:  # span attributes only: O(depth) for the root
-            root_uuid = snapshots.root_of(span).id
-            workflow_attributes = tuple(sorted(self._workflow_attributes(root_uuid).items()))
-            origin = self.callers.origin(root_uuid)
-            if origin is not None and track.is_root:
-                client, user = origin.client, origin.user
-        return ExportSnapshot(
-            identity=track.identity,
-            is_root=track.is_root,
-            done=done,
-            continuation=continuation,
-            previous_span_id=track.last_span_id,
-            resumed_at=track.reopened_at if track.reopened_at is not None else track.last_end,
-            caller=self.callers.get(span.id) if not continuation else None,
-            workflow_attributes=workflow_attributes,
-            client_id=client,
-            client_user=user,
-            run_exported=track.run_exported,
-        )
-
-    def _workflow_attributes(self, root_uuid: str) -> dict[str, AttrValue]:
-        """The workflow's attributes: configured, then given (given win)."""
-        attributes: dict[str, AttrValue] = dict(self._settings.workflow_attributes)
-        origin = self.callers.origin(root_uuid)
-        if origin is not None:
-            attributes.update(origin.attributes)
-        return attributes
-
-    def _metric_labels(self, root_uuid: str) -> tuple[tuple[str, str], ...]:
-        """The allowed workflow attributes as metric attributes, fixed when a span is
-        first seen so that its series keep one identity."""
-        allowed = self._settings.metrics.attribute_labels
-        if not allowed:
-            return ()
-        return span_state.metric_labels(allowed, self._workflow_attributes(root_uuid))

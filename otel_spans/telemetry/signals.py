@@ -28,16 +28,14 @@ from otel_spans.export.senders import make_request_sender
 from otel_spans.records import (
     Attrs,
     CounterDelta,
-    DeferredTask,
     GaugeValue,
-    GroupRecord,
     HistogramSample,
     LogEntry,
     ProfileRecord,
     SpanRecord,
-    TaskRecord,
 )
 from otel_spans.settings import ConfigError, Settings
+from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord
 from otel_spans.telemetry import logs, python_logs, traces
 from otel_spans.telemetry.metrics import Instruments, MetricsState
 from otel_spans.telemetry.task_histogram import TaskDurationHistogram

@@ -11,15 +11,9 @@ from __future__ import annotations
 from otel_spans import ids, semconv
 from otel_spans.export import wire
 from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, WireEvent, WireLink
-from otel_spans.records import (
-    AttrValue,
-    GroupRecord,
-    LinkRecord,
-    SpanEventRecord,
-    SpanRecord,
-    TaskRecord,
-)
+from otel_spans.records import AttrValue, LinkRecord, SpanEventRecord, SpanRecord
 from otel_spans.settings import RecordLimits
+from otel_spans.task_records import GroupRecord, TaskRecord
 
 
 def _erred_status(erred: int, tasks: int) -> tuple[int, str]:

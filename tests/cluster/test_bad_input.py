@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from distributed import Client, span, wait
 
-from otel_spans.records import DeferredTask
+from otel_spans.task_records import DeferredTask
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import await_until, cluster_test, stats, traced_cluster
 from tests.support.received import dask_spans

@@ -25,9 +25,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from otel_spans import semconv
 from otel_spans.config import RecordLimits
 from otel_spans.export import wire
-from otel_spans.records import GroupRecord
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+from otel_spans.task_records import GroupRecord
 from otel_spans.telemetry.traces import group_span
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import await_until, cluster_test, traced_cluster

@@ -12,7 +12,8 @@ from dask.delayed import delayed
 from distributed import span
 
 from otel_spans.config import load_defaults
-from otel_spans.scheduler.task_groups import story_event
+from otel_spans.scheduler import erred_tasks
+from otel_spans.scheduler.erred_tasks import story_event
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan
 from tests.support.cluster import await_until, cluster_test, traced_cluster
@@ -354,7 +355,6 @@ def test_a_transition_named_tuple_is_read() -> None:
 def test_a_story_holds_only_the_keys_own_transitions() -> None:
     """Dask's ``Scheduler.story(key)`` also returns other keys' transitions whose
     recommendations name the key; those are not the key's story."""
-    from otel_spans.scheduler.task_groups import TaskGroups
 
     class StoryOnly:
         def story(self, key: Any) -> list[tuple[Any, ...]]:
@@ -364,14 +364,7 @@ def test_a_story_holds_only_the_keys_own_transitions() -> None:
                 (key, "processing", "erred", {}, "s2", 2.0),
             ]
 
-    groups = TaskGroups(
-        StoryOnly(),  # type: ignore[arg-type]
-        submit=lambda record: None,
-        log=None,
-        max_error_stories=1,
-        max_length=100,
-    )
-    events = groups._story("bad")
+    events = erred_tasks.key_story(StoryOnly(), "bad")  # type: ignore[arg-type]
     pairs = [
         (dict(e.attributes)["dask.transition.from"], dict(e.attributes)["dask.transition.to"])
         for e in events

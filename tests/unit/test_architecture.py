@@ -33,6 +33,7 @@ SHARED = (
     "semconv",
     "ids",
     "records",
+    "task_records",
     "context",
     "traceparent",
     "task_trace",

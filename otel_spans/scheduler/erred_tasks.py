@@ -1,0 +1,107 @@
+"""What an erred task's span and log carry: its exception and the scheduler's story.
+
+Called by :class:`~otel_spans.scheduler.task_groups.TaskGroups` when a task errs, on
+the scheduler's event loop: the exception is read from the texts the worker sent
+(never unpickled), the story from the scheduler's bounded transition log. Kept apart
+from the groups' bookkeeping, which every finished task goes through.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from otel_spans import semconv
+from otel_spans.records import AttrValue, LogEntry, SpanEventRecord, ns
+from otel_spans.task_records import ExceptionRecord, TaskRecord
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+
+#: Most transition events recorded on one erred task span.
+_MAX_STORY_EVENTS = 50
+#: Most recommendations recorded on one transition event.
+_MAX_RECOMMENDATIONS = 16
+
+
+def exception_record(
+    kwargs: dict[str, Any], max_length: int, *, messages: bool = True
+) -> ExceptionRecord:
+    """The exception of an erred task from the texts the worker sent (never unpickled).
+
+    Without ``messages`` only the type is kept: message and traceback may quote data.
+    """
+    text = str(kwargs.get("exception_text") or "")[: max_length * 2]
+    kind, _, rest = text.partition("(")
+    kind = kind.strip()[:max_length] or "Exception"
+    if not messages:
+        return ExceptionRecord(type=kind, message="", stacktrace="")
+    message = rest[:-1] if rest.endswith(")") else text
+    if message[:1] in "'\"" and message[-1:] == message[:1]:
+        message = message[1:-1]
+    return ExceptionRecord(
+        type=kind,
+        message=message[:max_length],
+        stacktrace=str(kwargs.get("traceback_text") or "")[:max_length],
+    )
+
+
+def story_event(entry: object) -> SpanEventRecord | None:
+    """One entry of ``Scheduler.story`` as a span event; None for a shape not known.
+
+    distributed writes ``(key, start, finish, recommendations, stimulus_id, timestamp)``
+    (a ``Transition`` named tuple since 2024); older releases wrote
+    ``(key, start, finish, recommendations, timestamp)``. Recommendations are kept as
+    ``"<key>: <state>"`` texts.
+    """
+    if not isinstance(entry, tuple) or len(entry) not in (5, 6):
+        return None
+    if len(entry) == 6:
+        _, start, finish, recommendations, stimulus, timestamp = entry
+    else:
+        _, start, finish, recommendations, timestamp = entry
+        stimulus = None
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int | float):
+        return None
+    attrs: list[tuple[str, AttrValue]] = [
+        (semconv.DASK_TRANSITION_FROM, str(start)),
+        (semconv.DASK_TRANSITION_TO, str(finish)),
+    ]
+    if stimulus is not None:
+        attrs.append((semconv.DASK_TRANSITION_STIMULUS, str(stimulus)))
+    if isinstance(recommendations, dict) and recommendations:
+        texts = tuple(f"{k}: {v}" for k, v in islice(recommendations.items(), _MAX_RECOMMENDATIONS))
+        attrs.append((semconv.DASK_TRANSITION_RECOMMENDATIONS, texts))
+    return SpanEventRecord(semconv.EVENT_TRANSITION, ns(timestamp), tuple(attrs))
+
+
+def key_story(scheduler: Scheduler, key: Any) -> tuple[SpanEventRecord, ...]:
+    """The scheduler's transitions of ``key`` (searches its bounded transition log)."""
+    # Dask's story of a key also holds other keys' transitions that recommended
+    # something for it: only the key's own are its story.
+    own = [entry for entry in scheduler.story(key) if entry[:1] == (key,)]
+    events = (story_event(entry) for entry in own[-_MAX_STORY_EVENTS:])
+    return tuple(event for event in events if event is not None)
+
+
+def erred_log(record: TaskRecord, trace_id: int, *, kept: bool) -> LogEntry:
+    """The log record of an erred task: under its span when that is kept, else under
+    its group's, so that the error is found from the trace either way."""
+    exc = record.exception
+    assert exc is not None
+    return LogEntry(
+        time_ns=record.end_ns,
+        severity_number=semconv.SEVERITY_ERROR.number,
+        severity_text=semconv.SEVERITY_ERROR.text,
+        body=f"Task {record.key} erred: {exc.describe()}",
+        attributes=(
+            (semconv.DASK_TASK_KEY, record.key),
+            (semconv.DASK_TASK_PREFIX, record.prefix),
+            (semconv.DASK_WORKER_ADDRESS, record.worker),
+            (semconv.EXCEPTION_TYPE, exc.type),
+            *(((semconv.EXCEPTION_MESSAGE, exc.message),) if exc.message else ()),
+        ),
+        event_name=semconv.LOG_TASK_ERRED,
+        trace_id=trace_id,
+        span_id=record.span_id if kept else record.parent_span_id,
+    )

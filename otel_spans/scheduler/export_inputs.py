@@ -1,0 +1,107 @@
+"""What the tracker hands on about a Dask span: its identity, its workflow, an export.
+
+:class:`~otel_spans.scheduler.tracking.SpanTracker` decides *when*; these functions
+say *what*, from the settings and the callers' contexts: the :class:`SpanIdentity` a
+span gets when first seen (its trace, sampling, task policy and fixed metric labels),
+its workflow's attributes, and the :class:`ExportSnapshot` each export is built from.
+Kept apart so that the tracker's module holds the lifecycle alone.
+
+Runs on the scheduler's event loop; never keeps a reference to a Dask object.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from otel_spans import ids
+from otel_spans.config import Settings
+from otel_spans.names import clean
+from otel_spans.records import AttrValue
+from otel_spans.scheduler import snapshots, span_state
+from otel_spans.scheduler.callers import CallerContexts
+from otel_spans.scheduler.span_records import ExportSnapshot
+from otel_spans.scheduler.span_state import TrackedSpan
+from otel_spans.scheduler.task_groups import SpanIdentity
+
+if TYPE_CHECKING:
+    from distributed.spans import Span
+
+
+def identity_of(
+    span: Span, root: Span, settings: Settings, callers: CallerContexts
+) -> SpanIdentity:
+    """Who ``span`` (under ``root``) is for the rest of its life: fixed when first seen."""
+    tags = tuple(clean(str(tag), settings.max_attribute_length) for tag in span.name)
+    caller = callers.get(root.id)
+    sampled = True
+    if caller is not None and not caller.as_link:
+        trace_id = caller.trace_id  # the caller's trace: we are part of it
+        # parent-based sampling: the caller decided for its whole trace
+        sampled = caller.sampled or not settings.traces.follow_caller_sampling
+    else:
+        trace_id = ids.workflow_trace_id(root.id)
+    return SpanIdentity(
+        span.id,
+        tags,
+        trace_id,
+        ids.dask_span_id(span.id),
+        span_state.task_policy(settings.traces.tasks, tags),
+        sampled=sampled,
+        labels=metric_labels(root.id, settings, callers),
+    )
+
+
+def export_snapshot(
+    span: Span,
+    track: TrackedSpan,
+    settings: Settings,
+    callers: CallerContexts,
+    *,
+    done: bool,
+    traces_enabled: bool,
+) -> ExportSnapshot:
+    """What the record of this export is built from: the tracker's side of it."""
+    continuation = track.exports
+    attributes: tuple[tuple[str, AttrValue], ...] = ()
+    client = user = None
+    if traces_enabled:  # span attributes only: O(depth) for the root
+        root_uuid = snapshots.root_of(span).id
+        attributes = tuple(sorted(workflow_attributes(root_uuid, settings, callers).items()))
+        origin = callers.origin(root_uuid)
+        if origin is not None and track.is_root:
+            client, user = origin.client, origin.user
+    return ExportSnapshot(
+        identity=track.identity,
+        is_root=track.is_root,
+        done=done,
+        continuation=continuation,
+        previous_span_id=track.last_span_id,
+        resumed_at=track.reopened_at if track.reopened_at is not None else track.last_end,
+        caller=callers.get(span.id) if not continuation else None,
+        workflow_attributes=attributes,
+        client_id=client,
+        client_user=user,
+        run_exported=track.run_exported,
+    )
+
+
+def workflow_attributes(
+    root_uuid: str, settings: Settings, callers: CallerContexts
+) -> dict[str, AttrValue]:
+    """The workflow's attributes: configured, then given (given win)."""
+    attributes: dict[str, AttrValue] = dict(settings.workflow_attributes)
+    origin = callers.origin(root_uuid)
+    if origin is not None:
+        attributes.update(origin.attributes)
+    return attributes
+
+
+def metric_labels(
+    root_uuid: str, settings: Settings, callers: CallerContexts
+) -> tuple[tuple[str, str], ...]:
+    """The allowed workflow attributes as metric attributes, fixed when a span is
+    first seen so that its series keep one identity."""
+    allowed = settings.metrics.attribute_labels
+    if not allowed:
+        return ()
+    return span_state.metric_labels(allowed, workflow_attributes(root_uuid, settings, callers))

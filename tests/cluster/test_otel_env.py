@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import dask.config
 import pytest
 from distributed import span
 from opentelemetry import trace
@@ -30,12 +29,8 @@ from tests.support.cluster import FAST, await_until, cluster_test, traced_cluste
 
 
 @pytest.fixture(autouse=True)
-def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    config._WARNED.clear()
-    for name in [v for v in __import__("os").environ if v.startswith("OTEL_")]:
-        monkeypatch.delenv(name)
-    with dask.config.set({"otel-spans": {}}):
-        yield
+def _clean(clean_otel_env: None) -> None:
+    """Every test here starts without the machine's OTEL_* variables."""
 
 
 def resolve(env: dict[str, str], **overrides: Any) -> Settings:

@@ -18,7 +18,6 @@ import logging
 import re
 import traceback
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -29,7 +28,6 @@ from distributed import Client, Scheduler, Worker
 from opentelemetry import trace
 
 import otel_spans
-from otel_spans import config
 from otel_spans.config import ConfigError, Settings
 from otel_spans.scheduler.plugin import OtelSpansPlugin
 from otel_spans.worker.plugin import OtelSpansWorkerPlugin
@@ -75,12 +73,8 @@ def test_the_leak_check_finds_every_form() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    config._WARNED.clear()
-    for name in [v for v in __import__("os").environ if v.startswith("OTEL_")]:
-        monkeypatch.delenv(name)
-    with dask.config.set({"otel-spans": {}}):
-        yield
+def _clean(clean_otel_env: None) -> None:
+    """Every test here starts without the machine's OTEL_* variables."""
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ for failing tests, which is exactly when it is needed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -75,5 +76,18 @@ def prometheus() -> Iterator[PrometheusFactory]:
 def default_otel_config() -> Iterator[None]:
     """The shipped ``otel-spans`` defaults, whatever the process's dask.config holds
     (use with ``pytestmark = pytest.mark.usefixtures("default_otel_config")``)."""
+    with dask.config.set({"otel-spans": {}}):
+        yield
+
+
+@pytest.fixture
+def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No OTEL_* variable of the machine's, no warned-once memory, an empty
+    ``otel-spans`` configuration: what settings resolve to is the test's alone."""
+    from otel_spans import config
+
+    config._WARNED.clear()
+    for name in [v for v in os.environ if v.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
     with dask.config.set({"otel-spans": {}}):
         yield

@@ -3,6 +3,7 @@ counted and logged once per window, owner-only modes, and the report reading it 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -115,30 +116,36 @@ def unwritable(tmp_path: Path, how: str) -> Path:
     return tmp_path / "a-file" / "data"
 
 
-@pytest.mark.parametrize(
-    "how",
-    [
-        pytest.param(
-            "read-only",
-            marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes through mode 0500"),
-        ),
-        "full",
-        "not-a-directory",
-    ],
-)
+@contextlib.contextmanager
+def without_root(how: str) -> Iterator[None]:
+    """Root writes through mode 0500, so a read-only directory is only read-only to
+    another user: as root, the writes run with the effective uid of ``nobody`` (the real
+    uid stays 0, so the test can switch back)."""
+    if how != "read-only" or os.geteuid() != 0:
+        yield
+        return
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+
+
+@pytest.mark.parametrize("how", ["read-only", "full", "not-a-directory"])
 def test_an_unwritable_directory_warns_once_per_window_and_counts_every_record(
     tmp_path: Path, how: str, clock: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = unwritable(tmp_path, how)
     caplog.set_level(logging.WARNING, logger="otel_spans")
     traces = sender_for(file_target(directory, 1 << 20, 1 << 16))
-    for _ in range(5):  # 5 one-span requests within one 30 s window
-        assert not traces.send(request())
-        clock[0] += 1
-    clock[0] += 30
-    for _ in range(3):  # the next window: 3 more
-        assert not traces.send(request())
-        clock[0] += 1
+    with without_root(how):
+        for _ in range(5):  # 5 one-span requests within one 30 s window
+            assert not traces.send(request())
+            clock[0] += 1
+        clock[0] += 30
+        for _ in range(3):  # the next window: 3 more
+            assert not traces.send(request())
+            clock[0] += 1
     counts = budget_for(directory).counts
     warnings = [r for r in caplog.records if r.name == "otel_spans"]
     assert len(warnings) == 2  # one per window

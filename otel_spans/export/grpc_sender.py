@@ -40,7 +40,9 @@ class GrpcSender(OtlpSender):
 
         self._credentials = credentials
         url = urlparse(self.endpoint)
-        self._address = url.netloc or self.endpoint
+        # gRPC has no place for ``user:password@``; a hand-built target may still carry
+        # one, and the address shows up in gRPC's own error messages.
+        self._address = (url.netloc or self.endpoint).rpartition("@")[2]
         # The scheme decides, as the OTLP exporter specification says; ``insecure``
         # only speaks for an endpoint without one.
         if url.scheme in ("http", "https"):

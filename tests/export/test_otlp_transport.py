@@ -136,3 +136,24 @@ def test_file_and_none_targets(tmp_path: object) -> None:
     (written,) = directory.glob("logs-t-*.jsonl")
     assert '"stringValue":"logged"' in written.read_text()
     assert sender_for(ExportTarget(kind="none")).send(request())
+
+
+def test_a_hand_built_grpc_target_with_a_password_sends_and_never_shows_it(
+    receiver: OtlpReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Configuration strips ``user:password@`` from gRPC endpoints; an ExportTarget built
+    by hand skips that. The sender still dials the bare address (the delivery proves it:
+    ``user:…@host:port`` is no address gRPC can resolve) and no log line shows the
+    password. Wrong code caught: dialling ``url.netloc`` as it is."""
+    scheme, _, rest = receiver.grpc_endpoint.partition("://")
+    endpoint = f"{scheme}://otel:hunter2-secret@{rest}"
+    sender = sender_for(target(receiver, "grpc", endpoint=endpoint, timeout=5.0))
+    try:
+        assert sender.send(request("hello"))
+        receiver.set_mode("reject")
+        assert not sender.send(request("refused"))
+    finally:
+        sender.shutdown()
+    assert [s.name for s in receiver.spans()] == ["hello"]
+    assert "hunter2-secret" not in caplog.text
+    assert "hunter2-secret" not in repr(sender)

@@ -31,10 +31,11 @@ from tornado.ioloop import PeriodicCallback
 
 from otel_spans import config
 from otel_spans.config import Settings
+from otel_spans.error_budget import ErrorBudget
 from otel_spans.scheduler import workflows_page
 from otel_spans.scheduler.callers import watch_submitting_tasks
 from otel_spans.scheduler.dask_events import DaskEvents
-from otel_spans.scheduler.guard import WATCH_INTERVAL, ErrorBudget, orphaned
+from otel_spans.scheduler.guard import WATCH_INTERVAL, orphaned
 from otel_spans.scheduler.metrics_tick import SpanMetricsTick
 from otel_spans.scheduler.parts import build_parts
 from otel_spans.scheduler.plugin_stats import plugin_stats

@@ -48,6 +48,7 @@ from opentelemetry import context as otel_context
 
 from otel_spans import semconv, task_trace, traceparent
 from otel_spans.config import Settings
+from otel_spans.error_budget import ErrorBudget
 from otel_spans.export.resource import build_resource
 from otel_spans.throttle import Throttle
 from otel_spans.worker import logs as worker_logs
@@ -94,6 +95,9 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         self._internal_errors = 0
         self._force_sampled = False
         self._error_log = Throttle(_ERROR_LOG_EVERY)
+        self._budget = ErrorBudget()
+        #: Set once the budget is spent: ``execute`` passes every task straight through.
+        self._hooks_off = False
 
     # -- lifecycle ------------------------------------------------------------------------------
     def setup(self, worker: Worker) -> None:
@@ -162,6 +166,7 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         if self._lease is not None:
             counts.update(self._lease.stats())
         counts["internal_errors"] = self._internal_errors
+        counts["hooks_disabled"] = int(self._hooks_off)
         if self._logs is not None:
             counts["python_logs"] = self._logs.stats()
         return counts
@@ -172,6 +177,8 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         tasks = worker.state.tasks
 
         async def execute(key: Any, *, stimulus_id: str) -> Any:
+            if self._hooks_off:
+                return await original(key, stimulus_id=stimulus_id)
             try:
                 prepared = prepare(tasks.get(key), key)
             except Exception:
@@ -215,11 +222,23 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         return ts, task_trace.task_context(sc), run
 
     def _internal_error(self) -> None:
+        """Count and (rate-limited) log a bug of ours; once the :class:`ErrorBudget` is
+        spent, tasks run without otel-spans on this copy (re-register it to retry)."""
         self._internal_errors += 1
         self._error_log.log(
             logging.ERROR,
             "otel-spans: internal error around a task's execution (ignored)",
             exc_info=True,
+        )
+        if not self._budget.spend():
+            return
+        self._hooks_off = True
+        logger.error(
+            "otel-spans: %d internal errors within %.0fs on worker tasks: stopped wrapping "
+            "task execution to protect the worker; tasks run without a span context from "
+            "this copy. Register the plugin again to retry",
+            self._budget.budget,
+            self._budget.window,
         )
 
 

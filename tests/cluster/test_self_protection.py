@@ -11,10 +11,12 @@ import logging
 import pytest
 from distributed import span
 
-from otel_spans.scheduler.guard import ERROR_BUDGET
+from otel_spans.error_budget import ERROR_BUDGET
 from otel_spans.scheduler.tracking import SpanTracker
+from otel_spans.worker import plugin as worker_plugin
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import FAST_METRICS, await_until, cluster_test, stats, traced_cluster
+from tests.support.tasks import worker_stats
 
 #: Each task enters two active states (waiting, processing): twice the budget's errors.
 TASKS = ERROR_BUDGET
@@ -63,3 +65,32 @@ async def test_repeating_internal_error_disables_per_task_work_once(
     assert [m for m in errors if "internal error in transition" in m] == [
         "otel-spans: internal error in transition (ignored)"
     ]
+
+
+@cluster_test(90)
+async def test_repeating_worker_error_stops_wrapping_task_execution_once(
+    otlp_receiver: OtlpReceiver,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker plugin's wrapper around ``execute`` has the same budget: each task
+    whose context cannot be prepared is one error, and the budget's last one switches
+    the wrapper to a pass-through. Wrong code caught: a wrapper that keeps failing (the
+    count would be every task, ``ERROR_BUDGET + 10``), or that never stops."""
+    monkeypatch.setattr(worker_plugin.task_trace, "task_span_context", broken)
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "distributed.worker.preload": ["otel_spans"],
+    }
+    n = ERROR_BUDGET + 10
+    with caplog.at_level(logging.ERROR, logger="otel_spans"):
+        async with traced_cluster(config, n_workers=1) as (client, _scheduler, workers):
+            with span("protected"):
+                futures = client.map(inc, range(n), key=[f"inc-{i}" for i in range(n)])
+                assert await client.gather(futures) == [i + 1 for i in range(n)]
+            counters = worker_stats(workers[0])
+            assert (counters["internal_errors"], counters["hooks_disabled"]) == (ERROR_BUDGET, 1)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    tripped = [m for m in errors if "stopped wrapping task execution" in m]
+    assert len(tripped) == 1, errors
+    assert f"{ERROR_BUDGET} internal errors within 60s on worker tasks" in tripped[0]

@@ -38,6 +38,7 @@ SHARED = (
     "traceparent",
     "task_trace",
     "throttle",
+    "error_budget",
     "markup",
     "redact",
     "names",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_spans.scheduler.guard import ErrorBudget
+from otel_spans.error_budget import ErrorBudget
 
 
 def test_spent_once_by_the_error_that_fills_the_window() -> None:

@@ -164,15 +164,20 @@ def _type_name(exc_type: type[BaseException]) -> str:
     return name if module in ("builtins", "__main__") else f"{module}.{name}"
 
 
+#: Where OTel's ``LoggingHandler`` lives: the SDK's (deprecated) and its successor in
+#: opentelemetry-instrumentation-logging, which logging auto-instrumentation installs.
+_OTEL_HANDLER_MODULES = ("opentelemetry.sdk.", "opentelemetry.instrumentation.logging.")
+
+
 def _sdk_handler_receives(name: str) -> bool:
-    """Whether records of logger ``name`` already reach an OTel SDK ``LoggingHandler``
+    """Whether records of logger ``name`` already reach an OTel ``LoggingHandler``
     (``opentelemetry-instrument`` with logging auto-instrumentation, say)."""
     current: logging.Logger | None = logging.getLogger(name)
     while current is not None:
         for handler in current.handlers:
             kind = type(handler)
             if kind.__name__ == "LoggingHandler" and kind.__module__.startswith(
-                "opentelemetry.sdk"
+                _OTEL_HANDLER_MODULES
             ):
                 return True
         current = current.parent if current.propagate else None

@@ -1,6 +1,7 @@
-"""An OTel SDK ``LoggingHandler`` already on the process's logging is left in charge
+"""An OTel ``LoggingHandler`` already on the process's logging is left in charge
 (docs/telemetry.md, *Python log records*): otel-spans installs no handler of its own
-and nothing is exported twice.
+and nothing is exported twice. Both handlers count: the SDK's (deprecated) and its
+successor in opentelemetry-instrumentation-logging.
 
 The rule (``python_logs.attach``): the SDK handler is in charge when Dask's records
 reach it, on the ``distributed`` logger or on an ancestor they propagate to. Dask's own
@@ -16,7 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
+from opentelemetry.instrumentation.logging.handler import LoggingHandler as ContribHandler
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs import LoggingHandler as SdkHandler
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
 from otel_spans.telemetry import python_logs
@@ -26,6 +29,10 @@ from tests.support.cluster import await_until, cluster_test, stats, traced_clust
 pytestmark = pytest.mark.usefixtures("default_otel_config")
 
 SCHEDULER_LOGGER = "distributed.scheduler"
+#: A check that knows only the SDK's class would export twice with the contrib one.
+HANDLERS = pytest.mark.parametrize(
+    "handler_class", [SdkHandler, ContribHandler], ids=["sdk", "instrumentation-logging"]
+)
 
 
 def ours_installed() -> bool:
@@ -34,8 +41,10 @@ def ours_installed() -> bool:
 
 
 @contextmanager
-def sdk_handler(logger_name: str, *, propagate: bool) -> Iterator[InMemoryLogRecordExporter]:
-    """An SDK ``LoggingHandler`` on ``logger_name`` (as logging auto-instrumentation
+def sdk_handler(
+    logger_name: str, *, propagate: bool, handler_class: type[logging.Handler] = SdkHandler
+) -> Iterator[InMemoryLogRecordExporter]:
+    """An OTel ``LoggingHandler`` on ``logger_name`` (as logging auto-instrumentation
     adds one), with ``distributed``'s propagation set as given; undone afterwards."""
     exporter = InMemoryLogRecordExporter()
     provider = LoggerProvider()
@@ -43,7 +52,7 @@ def sdk_handler(logger_name: str, *, propagate: bool) -> Iterator[InMemoryLogRec
     with warnings.catch_warnings():
         # the SDK's own handler is deprecated in favour of the contrib one; still used
         warnings.simplefilter("ignore", DeprecationWarning)
-        handler = LoggingHandler(logging.WARNING, logger_provider=provider)
+        handler = handler_class(logging.WARNING, logger_provider=provider)  # type: ignore[call-arg]
     target = logging.getLogger(logger_name)
     dask_logger = logging.getLogger("distributed")
     was_propagating = dask_logger.propagate
@@ -69,15 +78,16 @@ def sdk_bodies(exporter: InMemoryLogRecordExporter) -> list[str]:
         pytest.param("", True, id="on-root-reached"),
     ],
 )
+@HANDLERS
 @cluster_test()
 async def test_an_sdk_handler_that_gets_dasks_records_is_left_in_charge(
-    otlp_receiver: OtlpReceiver, where: str, propagate: bool
+    otlp_receiver: OtlpReceiver, where: str, propagate: bool, handler_class: type[logging.Handler]
 ) -> None:
     """A check of the ``distributed`` logger's own handlers only would miss the root's
     (and export twice); a check of the root only would miss the first case."""
     message = f"a warning for the SDK handler ({where or 'root'})"
     config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint}
-    with sdk_handler(where, propagate=propagate) as exporter:
+    with sdk_handler(where, propagate=propagate, handler_class=handler_class) as exporter:
         async with traced_cluster(config, n_workers=0) as (client, _scheduler, _workers):
             installed = ours_installed()
             logging.getLogger(SCHEDULER_LOGGER).warning(message)

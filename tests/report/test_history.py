@@ -19,12 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from otel_spans.report import history as history_module
 from otel_spans.report import history_html, robust
 from otel_spans.report.cli import compare as compare_command
 from otel_spans.report.cli import report
 from otel_spans.report.history import history
 from otel_spans.report.history_cli import history_command
 from otel_spans.report.numbers import Numbers
+from tests.report.test_compare import run_stages
+from tests.support.cluster import cluster_test
 from tests.support.history_runs import (
     NOISE,
     STAGES,
@@ -298,3 +301,58 @@ def test_a_directory_without_traces(tmp_path: Path) -> None:
     assert err.getvalue() == (
         f"otel-spans report: no OTLP/JSON traces files in or below {tmp_path / 'empty'}\n"
     )
+
+
+# A history of real runs
+
+
+#: Seconds per task of each stage (two tasks, one per worker) in the past runs, and
+#: in the judged run: transform 1.2 s slower per task, and a stage of its own added.
+PAST_STAGES = {"extract": 0.2, "transform": 0.2, "load": 0.1}
+SLOWED_STAGES = {"extract": 0.2, "transform": 1.4, "load": 0.1, "publish": 0.1}
+#: The least spread of the real runs' rows: an eighth of the transform span's designed
+#: change (1.2 s), so that the change is 8 spreads (beyond 3.5) and an unchanged row
+#: must jitter by 3.5 x 0.15 = 0.525 s to be flagged. With the report's floor (10 ms),
+#: one busy moment of a shared 2-core machine would flag a 0.1 s stage.
+REAL_SPREAD_S = (SLOWED_STAGES["transform"] - PAST_STAGES["transform"]) / 8
+
+
+@cluster_test(240)
+async def test_a_history_of_real_runs_names_the_slowed_stage_and_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five real runs of a three-stage workflow, each on a cluster of its own, then a
+    sixth with the transform stage slowed and a publish stage added: the transform
+    span and group (and so the workflow) regressed, publish new, the rest within
+    noise; built from the exported files alone."""
+    for n in range(robust.MIN_RUNS):
+        await run_stages(tmp_path / "runs" / f"night-{n}", PAST_STAGES)
+    await run_stages(tmp_path / "runs" / "tonight", SLOWED_STAGES)
+    monkeypatch.setattr(history_module, "SECONDS_FLOOR", REAL_SPREAD_S)
+    out, err = io.StringIO(), io.StringIO()
+    code = history_command(
+        [tmp_path / "runs"], workflow="nightly", json_out=tmp_path / "h.json", stdout=out,
+        stderr=err, fail_if_regressed=True,
+    )  # fmt: skip
+    assert code == 3, err.getvalue()
+    assert f"judging {tmp_path / 'runs' / 'tonight'}" in out.getvalue()
+    (nightly,) = json.loads((tmp_path / "h.json").read_text())["workflows"]
+    assert len(nightly["past_runs"]) == robust.MIN_RUNS
+    speed = {(r["kind"], r["name"]): r["speed"]["verdict"] for r in nightly["rows"]}
+    regressed = {
+        ("workflow", "nightly"),
+        ("span", "nightly/transform"),
+        ("task group", "transform"),
+    }
+    new = {("span", "nightly/publish"), ("task group", "publish")}
+    rows = {("span", f"nightly/{s}") for s in PAST_STAGES} | {
+        ("task group", s) for s in PAST_STAGES
+    }
+    assert speed == {
+        row: "regressed" if row in regressed else "new" if row in new else "within noise"
+        for row in rows | regressed | new
+    }
+    transform = next(r for r in nightly["rows"] if r["name"] == "transform")
+    # from the design: 2 tasks of 0.2 s in every past run, of 1.4 s tonight
+    assert 0.4 <= transform["speed"]["median"] < 0.6
+    assert 2.8 <= transform["speed"]["current"] < 3.0

@@ -55,29 +55,26 @@ def _table(
     all_rows: bool,
 ) -> list[str]:
     shown: list[str] = []
-    quiet = 0
+    quiet = {robust.WITHIN_NOISE: 0, robust.FEW_RUNS: 0}
     for r in rows:
         j = pick(r)
         if j.verdict in (robust.NEW, robust.GONE):
             continue  # shape
-        if (
-            not all_rows
-            and r.kind != "workflow"
-            and j.verdict
-            in (
-                robust.WITHIN_NOISE,
-                robust.FEW_RUNS,
-            )
-        ):
-            quiet += 1
+        if not all_rows and r.kind != "workflow" and j.verdict in quiet:
+            quiet[j.verdict] += 1
             continue
         z = "" if j.z is None else f"{j.z:+.1f}"
         shown.append(
             f"    {r.kind:<11} {short(r.name, 40):<40} {fmt(j.median):>9} ±{fmt(j.scale):<9}"
             f" now {fmt(j.current):>9} {z:>7}  {j.verdict:<12} {j.confidence}"
         )
-    if quiet:
-        shown.append(f"    … {quiet} more rows within noise (--all-rows lists them)")
+    if quiet[robust.WITHIN_NOISE] or quiet[robust.FEW_RUNS]:
+        few = quiet[robust.FEW_RUNS]
+        shown.append(
+            f"    … {quiet[robust.WITHIN_NOISE]} more rows within noise"
+            + (f", {few} with fewer than {robust.MIN_RUNS} past runs" if few else "")
+            + " (--all-rows lists them)"
+        )
     return shown
 
 

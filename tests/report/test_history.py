@@ -117,6 +117,8 @@ def test_a_run_slowed_within_the_noise_is_not_flagged(tmp_path: Path) -> None:
     assert 0 < z < robust.THRESHOLD
     assert code == 0
     assert "nothing regressed" in text
+    # the workflow row, then the others counted: the text names only what moved
+    assert text.count(f"… {len(ALL_ROWS) - 1} more rows within noise (--all-rows") == 2
 
 
 def test_a_new_group_and_a_changed_task_count_are_shape_changes(tmp_path: Path) -> None:

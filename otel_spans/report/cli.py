@@ -52,13 +52,21 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     tree_command = commands.add_parser(
         "tree", help="print the traces in OTLP/JSON files as a timeline"
     )
-    tree_command.add_argument("path", help="an OTLP/JSON lines file or a directory of them")
+    tree_command.add_argument(
+        "path", help="an OTLP/JSON lines file, or a directory (searched recursively)"
+    )
     rep = commands.add_parser(
         "report",
         help="critical path, bottlenecks, efficiency; writes a Perfetto trace and an HTML report",
     )
-    rep.add_argument("path", nargs="?", help="an OTLP/JSON lines file, or a directory of them")
-    rep.add_argument("-o", "--out", help="where to write (default: <path>/otel-spans-report)")
+    rep.add_argument(
+        "path",
+        nargs="?",
+        help="an OTLP/JSON lines file, or a directory of runs (searched recursively)",
+    )
+    rep.add_argument(
+        "-o", "--out", help="where to write (default: otel-spans-report/ in the run's directory)"
+    )
     rep.add_argument(
         "--compare",
         nargs=2,
@@ -127,9 +135,10 @@ def _print(text: str, out: TextIO) -> None:
 
 
 def tree_command(path: Path, *, stdout: TextIO, stderr: TextIO) -> int:
-    """``otel-spans tree PATH``: every trace as an indented timeline."""
+    """``otel-spans tree PATH``: every trace at or below ``PATH`` as an indented
+    timeline, earliest first."""
     try:
-        _print(tree.render(load_spans(path)), stdout)
+        _print(tree.render(s for source in trace_sources(path) for s in load_spans(source)), stdout)
     except InputError as e:
         print(f"otel-spans: {e}", file=stderr)
         return 2

@@ -19,7 +19,8 @@ _STYLE = """
 body{font:14px system-ui,sans-serif;margin:24px;color:#222}
 table{border-collapse:collapse;margin:8px 0 24px}
 td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left;vertical-align:middle}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td:first-child,td.verdict{white-space:nowrap}
 tr.regressed td.verdict{color:#b00020;font-weight:600} tr.improved td.verdict{color:#1b7f3b}
 tr.new td.verdict,tr.gone td.verdict{color:#6a3fb5}
 td.shape{color:#6a3fb5}

@@ -17,6 +17,7 @@ from otel_spans.report.build import build_workflows
 from otel_spans.report.history_cli import judge_runs
 from otel_spans.report.load import load_spans
 from otel_spans.report.runs import find_runs
+from tests.support.report import run_report
 
 #: The aggregate stage's designed slowdown in wall time: its 8 ``sums`` tasks each
 #: ``SLOWER_BY`` seconds slower, on 2 worker threads (and 2 x that in compute time).
@@ -58,6 +59,10 @@ def test_the_demo_runs_clean_and_its_path_goes_through_its_stages(tmp_path: Path
     aggregate = min(i for i, stage in enumerate(stages) if stage in ("_sums", "_means"))
     assert aggregate < stages.index("_slow") < stages.index("_fragile"), stages
     assert "on the client between a result and the next submission" in out
+    # the README's next command, on the parent of the demo's run directory
+    again = run_report(str(tmp_path / "otel-spans-data"))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count(f"workflow '{WORKFLOW}'") == 1, again.stdout
 
 
 def test_demo_compare_finds_and_names_the_stage_it_made_slower(

@@ -6,6 +6,8 @@ run into the same one. A *run* is what one of those wrote: the workflows (root D
 spans) of one directory, or, when a directory holds the same workflow more than once,
 each repetition of it: a new run starts where a workflow's name comes again (in start
 order), so a directory written by one scheduler over three nights holds three runs.
+Dask's ``default`` span (the work submitted outside any span) never starts a run: Dask
+closes and reopens it whenever its tasks are all done, so one run may hold many.
 
 Finding runs reads only Dask spans and task group spans (what an outline and the
 history need), never the task spans that make up most of a trace: a directory of a
@@ -21,6 +23,9 @@ from pathlib import Path
 
 from otel_spans.report.build import BuiltWorkflow, build_workflows
 from otel_spans.report.load import is_dask_or_group_span, load_spans, trace_sources
+
+#: The root Dask names the work submitted outside any span (distributed.spans).
+DASK_DEFAULT_SPAN = "default"
 
 
 @dataclass(frozen=True)
@@ -61,11 +66,12 @@ def split(source: Path, workflows: Iterable[BuiltWorkflow]) -> list[Run]:
     groups: list[list[BuiltWorkflow]] = []
     seen: set[str] = set()
     for built in sorted(workflows, key=lambda b: b.workflow.start_ns):
-        if not groups or built.workflow.name in seen:
+        name = built.workflow.name
+        if not groups or (name in seen and name != DASK_DEFAULT_SPAN):
             groups.append([])
             seen = set()
         groups[-1].append(built)
-        seen.add(built.workflow.name)
+        seen.add(name)
     return [Run(source, tuple(g), n, len(groups)) for n, g in enumerate(groups, 1)]
 
 

@@ -26,6 +26,7 @@ from otel_spans.report.cli import report
 from otel_spans.report.history import history
 from otel_spans.report.history_cli import history_command
 from otel_spans.report.numbers import Numbers
+from otel_spans.report.runs import find_runs
 from tests.report.test_compare import run_stages
 from tests.support.cluster import cluster_test
 from tests.support.history_runs import (
@@ -272,6 +273,20 @@ def test_one_directory_holding_several_runs(tmp_path: Path) -> None:
     assert f"reporting the latest, {shared} (run 3/3)" in out.getvalue()
     assert out.getvalue().count("workflow 'nightly'") == 1
     assert "(trace 00000003" in out.getvalue()
+
+
+def test_dasks_default_span_starts_no_run(tmp_path: Path) -> None:
+    """Work outside any span before and after a workflow (Dask's "default" span,
+    closed and reopened between them) is one run with it, not two."""
+    for day, workflow in ((0, "default"), (1, WORKFLOW), (2, "default")):
+        write_history_run(tmp_path / f"part-{day}", day, None, workflow=workflow)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "traces.jsonl").write_text(
+        "".join((tmp_path / f"part-{d}" / "traces.jsonl").read_text() for d in range(3))
+    )
+    (run,) = find_runs(shared)
+    assert run.names == ("default", WORKFLOW) and len(run.workflows) == 3
 
 
 def test_compare_on_parents_of_runs_and_its_messages(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -50,14 +51,16 @@ def write_history_run(
     slower: Mapping[str, float] | None = None,
     extra: Mapping[str, tuple[str, float]] | None = None,
     tasks: Mapping[str, int] | None = None,
+    workflow: str = WORKFLOW,
 ) -> Path:
     """Run ``day`` of the series into ``directory``: every group's compute time drawn
     from the noise (its mean without ``rng``), times ``slower[group]``; ``extra`` adds
-    groups (name: (stage, seconds)), ``tasks`` changes a group's task count."""
+    groups (name: (stage, seconds)), ``tasks`` changes a group's task count; the
+    root is named ``workflow``."""
     stages = {stage: dict(groups) for stage, groups in STAGES.items()}
     for name, (stage, seconds) in (extra or {}).items():
         stages[stage][name] = seconds
-    trace = _Trace(f"{day + 1:08x}" + "0" * 24)
+    trace = _Trace(f"{day + 1:08x}{zlib.crc32(workflow.encode()):08x}" + "0" * 16)
     start = day * DAY_MS
     compute = {
         group: seconds * noise(rng) * (slower or {}).get(group, 1.0)
@@ -70,14 +73,14 @@ def write_history_run(
     }
     end = start + 1000 * sum(walls.values())
     root = trace.span(
-        WORKFLOW,
+        workflow,
         "",
         start,
         end,
         {
-            "dask.span.id": f"root-{day}",
-            "dask.span.tags": [WORKFLOW],
-            "dask.span.name": WORKFLOW,
+            "dask.span.id": f"{workflow}-{day}",
+            "dask.span.tags": [workflow],
+            "dask.span.name": workflow,
             "dask.span.task_states.memory": TASKS * len(compute),
         },
     )
@@ -91,9 +94,9 @@ def write_history_run(
             at,
             at + wall_ms,
             {
-                "dask.span.id": f"{stage}-{day}",
-                "dask.span.tags": [WORKFLOW, stage],
-                "dask.span.name": f"{WORKFLOW}/{stage}",
+                "dask.span.id": f"{workflow}/{stage}-{day}",
+                "dask.span.tags": [workflow, stage],
+                "dask.span.name": f"{workflow}/{stage}",
                 "dask.span.run.time.thread_cpu": own,
             },
         )

@@ -115,8 +115,8 @@ def test_demo_history_names_the_stage_it_made_slower(
 ) -> None:
     """Six demo runs, each in a process and cluster of its own, the last with the
     aggregate stage slowed: judged on the five before it, the aggregate span and its
-    ``sums`` group (and so the workflow) regressed, every other row within noise but
-    the load and features spans', whose wall times are not the design's (see the
+    ``sums`` group regressed, every other row within noise but the load and features
+    spans' and so the workflow's, whose wall times are not the design's (see the
     comparison test above). As there, the rows are judged again from the files with a
     least spread derived from the design: an eighth of the aggregate span's designed
     change, so the change is 8 spreads and an unchanged row must move by 3.5."""
@@ -134,12 +134,14 @@ def test_demo_history_names_the_stage_it_made_slower(
     monkeypatch.setattr(history, "SECONDS_FLOOR", AGGREGATE_SLOWER_S / 8)
     (judged,) = judge_runs(find_runs(run_dir)[:-1], find_runs(run_dir)[-1], WORKFLOW, None)
     verdicts = {(row.kind, row.name): row.speed.verdict for row in judged.rows}
-    slower = {
+    slower = {("span", f"{WORKFLOW}/{SLOWER_STAGE}"), ("task group", "sums")}
+    # the whole workflow's wall time holds the load and features spans': on a busy
+    # machine its past runs spread so wide that the designed 1.6 s is within them
+    undesigned = {
         ("workflow", WORKFLOW),
-        ("span", f"{WORKFLOW}/{SLOWER_STAGE}"),
-        ("task group", "sums"),
+        ("span", f"{WORKFLOW}/load"),
+        ("span", f"{WORKFLOW}/features"),
     }
-    undesigned = {("span", f"{WORKFLOW}/load"), ("span", f"{WORKFLOW}/features")}
     own = {("task group", p) for p in ("partition", "sums", "means", "slow", "fragile")}
     assert slower | undesigned | own | {("span", f"{WORKFLOW}/model")} <= set(verdicts)
     designed = {row: verdict for row, verdict in verdicts.items() if row not in undesigned}

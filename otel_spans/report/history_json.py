@@ -13,12 +13,22 @@ from otel_spans.report import history, robust
 from otel_spans.report.history import WorkflowHistory
 
 
+def _summary(values: list[float]) -> dict[str, Any] | None:
+    summary = robust.summarise(values)
+    return None if summary is None else asdict(summary)
+
+
 def _workflow(h: WorkflowHistory) -> dict[str, Any]:
     out = asdict(h)
     out["regressed"] = [{"kind": r.kind, "name": r.name} for r in h.regressed]
     for row, data in zip(h.rows, out["rows"], strict=True):
         for metric in ("speed", "cost"):
             data[metric]["p"] = getattr(row, metric).p
+        past = [n for n in row.past if n is not None]
+        data["distributions"] = {
+            field: _summary([float(getattr(n, field)) for n in past])
+            for field in ("tasks", "nbytes", "erred", "transfer_s")
+        }
     return out
 
 

@@ -75,6 +75,26 @@ class Judgement:
         return (1 + self.as_far) / (len(self.history) + 1)
 
 
+@dataclass(frozen=True)
+class Summary:
+    """A distribution in the same robust terms, for the numbers not judged."""
+
+    n: int
+    median: float
+    mad: float
+    low: float
+    high: float
+
+
+def summarise(values: Sequence[float]) -> Summary | None:
+    """Median, MAD and range of ``values``; None when there are none."""
+    if not values:
+        return None
+    median = statistics.median(values)
+    mad = statistics.median(abs(v - median) for v in values)
+    return Summary(len(values), median, mad, min(values), max(values))
+
+
 def judge(history: Sequence[float], current: float | None, floor: float) -> Judgement:
     """``current`` against ``history``; ``floor`` is the least spread in the metric's
     unit (timer resolution, one byte)."""

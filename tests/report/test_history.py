@@ -105,6 +105,14 @@ def test_one_slowed_group_is_regressed_and_nothing_else(tmp_path: Path) -> None:
     # beyond every past run: the best a rank statement over 20 runs can say
     assert clean["as_far"] == 0 and clean["p"] == pytest.approx(1 / (PAST + 1))
     assert code == 3  # --fail-if-regressed
+    # the numbers not judged, summarised alike: 8 tasks of 8,000 bytes in every run
+    assert rows[("task group", "join")]["distributions"] == {
+        "tasks": {"n": PAST, "median": TASKS, "mad": 0.0, "low": TASKS, "high": TASKS},
+        "nbytes": {"n": PAST, "median": 8_000 * TASKS, "mad": 0.0, "low": 8_000 * TASKS,
+                   "high": 8_000 * TASKS},
+        "erred": {"n": PAST, "median": 0.0, "mad": 0.0, "low": 0.0, "high": 0.0},
+        "transfer_s": {"n": PAST, "median": 0.0, "mad": 0.0, "low": 0.0, "high": 0.0},
+    }  # fmt: skip
     assert "REGRESSED: workflow 'nightly', span 'nightly/transform', task group 'clean'" in text
     assert "shape (new or gone rows, task counts, erred tasks)\n    unchanged" in text
 

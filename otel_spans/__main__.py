@@ -19,7 +19,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run it twice, the second time with one stage made slower, and compare",
     )
-    # One run of --compare, in a process of its own.
+    demo_command.add_argument(
+        "--history",
+        type=int,
+        nargs="?",
+        const=8,
+        metavar="RUNS",
+        help="run it RUNS times (default 8), the last time with one stage made slower,"
+        " and judge the last run against the others",
+    )
+    # One run of --compare or --history, in a process of its own.
     demo_command.add_argument("--run-into", help=argparse.SUPPRESS)
     demo_command.add_argument("--slower-by", type=float, default=0.0, help=argparse.SUPPRESS)
     # The offline commands (tree, report) are defined and run by report/cli.py.
@@ -31,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.run_into:
             return run_into(args.run_into, args.slower_by)
-        return demo(compare=args.compare)
+        return demo(compare=args.compare, history=args.history)
     return cli.run(args, parser)
 
 

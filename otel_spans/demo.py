@@ -19,7 +19,8 @@ from dask.delayed import delayed
 
 #: The root span of the demo's workflow.
 WORKFLOW = "nightly training"
-#: ``--compare``: the stage the second run makes slower, and by how much per task.
+#: ``--compare``, ``--history``: the stage the last run makes slower, and by how much
+#: per task.
 SLOWER_STAGE, SLOWER_BY = "aggregate", 0.4
 
 
@@ -166,10 +167,11 @@ def _run(overrides: dict[str, object], slower: float, label: str) -> tuple[Path 
 
 
 def run_into(directory: str, slower: float) -> int:
-    """One run of ``demo --compare``, into ``directory`` (in a process of its own)."""
-    label = " (baseline run)"
+    """One run of ``demo --compare`` or ``--history``, into ``directory`` (in a
+    process of its own)."""
+    label = f" ({Path(directory).name})"
     if slower:
-        label = f" (second run: {SLOWER_STAGE} made slower on purpose)"
+        label = f" ({Path(directory).name}: {SLOWER_STAGE} made slower on purpose)"
     overrides = {**_OVERRIDES, "otel-spans.directory": directory}
     return _run(overrides, slower, label)[1]
 
@@ -184,13 +186,31 @@ _OVERRIDES: dict[str, object] = {
 }
 
 
-def main(compare: bool = False) -> int:
+def _run_series(run_dir: Path, slowdowns: list[tuple[str, float]]) -> tuple[list[Path], int]:
+    """Each run in a process of its own, as nightly runs would be: a second run in the
+    same client process finds its array graphs cached and its early stages faster."""
+    runs: list[Path] = []
+    for name, slower in slowdowns:
+        directory = run_dir / name
+        command = [sys.executable, "-m", "otel_spans", "demo", "--run-into", str(directory)]
+        if slower:
+            command += ["--slower-by", str(slower)]
+        code = subprocess.run(command, check=False).returncode
+        if code:
+            return runs, code
+        runs.append(directory)
+    return runs, 0
+
+
+def main(compare: bool = False, history: int | None = None) -> int:
     """Run the workflow on a LocalCluster with otel-spans preloaded, then report on it;
     with ``compare``, run it twice, the second time with one stage made slower on
-    purpose, and compare the two runs."""
+    purpose, and compare the two runs; with ``history``, run it that many times, the
+    last time with that stage slower, and judge the last run against the others."""
     from otel_spans.config import Settings
     from otel_spans.report.cli import compare as compare_runs
     from otel_spans.report.cli import report
+    from otel_spans.report.history_cli import history_command
 
     overrides = dict(_OVERRIDES)
     run_dir: Path | None = None
@@ -200,7 +220,7 @@ def main(compare: bool = False) -> int:
             run_dir = Path(dask.config.get("otel-spans.directory")) / time.strftime(
                 "demo-%Y%m%d-%H%M%S"
             )
-    if not compare:
+    if not compare and history is None:
         if run_dir is not None:
             overrides["otel-spans.directory"] = str(run_dir)
         directory, code = _run(overrides, 0.0, "")
@@ -208,20 +228,22 @@ def main(compare: bool = False) -> int:
             return code
         return report(directory, None, stdout=sys.stdout, stderr=sys.stderr)
     if run_dir is None:
-        print("otel-spans demo --compare reads the runs back: it needs the file exporter")
+        what = "--compare" if compare else "--history"
+        print(f"otel-spans demo {what} reads the runs back: it needs the file exporter")
         return 2
-    # Each run in a process of its own, as two nightly runs would be: a second run in
-    # the same client process finds its array graphs cached and its early stages faster.
-    runs: list[Path] = []
-    for name, slower in (("baseline", 0.0), ("slower", SLOWER_BY)):
-        directory = run_dir / name
-        command = [sys.executable, "-m", "otel_spans", "demo", "--run-into", str(directory)]
-        if slower:
-            command += ["--slower-by", str(slower)]
-        code = subprocess.run(command, check=False).returncode
+    if history is not None:
+        if history < 2:
+            print("otel-spans demo --history: at least 2 runs")
+            return 2
+        series = [(f"run-{n:02d}", 0.0) for n in range(1, history)]
+        runs, code = _run_series(run_dir, [*series, (f"run-{history:02d}", SLOWER_BY)])
         if code:
             return code
-        runs.append(directory)
+        print(f"otel-spans report --history {run_dir}\n", flush=True)
+        return history_command([run_dir], stdout=sys.stdout, stderr=sys.stderr)
+    runs, code = _run_series(run_dir, [("baseline", 0.0), ("slower", SLOWER_BY)])
+    if code:
+        return code
     print(
         f"otel-spans report --compare {runs[0]} {runs[1]} --workflow '{WORKFLOW}'\n",
         flush=True,

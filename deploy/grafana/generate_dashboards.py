@@ -378,6 +378,61 @@ def workflow_row(lay: Layout) -> None:
     lay.row("Workflow $workflow")
     workflow_time_stats(lay)
     workflow_count_stats(lay)
+    workflow_history_panel(lay)
+
+
+def hourly_mean(metric: str, *matchers: str) -> str:
+    """What a counter gained in the last hour, summed per workflow: a series that
+    appeared within the hour counts whole (``increase()`` misses its first step)."""
+    series = sel(metric, *matchers)
+    return (
+        f"sum by (dask_span_root) (({series} unless {series} offset 1h) or increase({series}[1h]))"
+    )
+
+
+def workflow_history_panel(lay: Layout) -> None:
+    """The workflow's run times against the band of its own last 7 days."""
+    band = (JOB, WORKFLOW)
+    median = sel("dask_workflow:duration_seconds:median7d", *band)
+    upper = sel("dask_workflow:duration_seconds:upper7d", *band)
+    lay.add(
+        TIMESERIES,
+        "Run time against its last 7 days",
+        "Mean wall time of the workflow's runs of the last hour (the rule"
+        " dask_workflow:duration_seconds:mean1h, computed here from the histogram),"
+        " against the band of its own last 7 days, recorded by prometheus-alerts.yml:"
+        " the median of those hourly means and the band's top, median + 3.5 spreads"
+        " (interquartile range / 1.349, at least 10 % of the median). Above the top for"
+        " 5 minutes: the alert DaskWorkflowSlowerThanUsual; which stage moved:"
+        " DaskStageSlowerThanUsual, or otel-spans report --history.",
+        [
+            target(
+                hourly_mean("dask_span_duration_seconds_sum", JOB, WORKFLOW, ROOT_SPAN)
+                + " / ("
+                + hourly_mean("dask_span_duration_seconds_count", JOB, WORKFLOW, ROOT_SPAN)
+                + " > 0)",
+                instant=False,
+                legend="runs of the last hour (mean)",
+            ),
+            target(
+                f"max by (dask_span_root) ({median})",
+                "B",
+                instant=False,
+                legend="median of 7 days",
+            ),
+            target(
+                f"max by (dask_span_root) ({upper})",
+                "C",
+                instant=False,
+                legend="band top: median + 3.5 spreads",
+            ),
+        ],
+        w=24,
+        h=8,
+        unit="s",
+        options=timeseries_options(),
+        custom={"lineWidth": 2, "fillOpacity": 0, "spanNulls": False},
+    )
 
 
 def workflow_time_stats(lay: Layout) -> None:

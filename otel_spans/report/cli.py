@@ -21,22 +21,27 @@ from otel_spans.report import (
     compare_html,
     compare_json,
     compare_text,
+    history_cli,
     html,
     lookup,
     perfetto,
     summary,
     tree,
 )
-from otel_spans.report.build import build_workflows
+from otel_spans.report.build import BuiltWorkflow, build_workflows
 from otel_spans.report.compare import compare as compare_runs
 from otel_spans.report.load import (
+    REPORT_DIRECTORY,
     InputError,
     LoadedSpan,
+    is_dask_or_group_span,
     load_activity,
     load_profiles,
     load_spans,
+    trace_sources,
 )
 from otel_spans.report.markup import printable
+from otel_spans.report.runs import Run, describe, find_runs, split, when
 
 #: A progress line every this many spans loaded.
 PROGRESS_EVERY = 200_000
@@ -47,13 +52,21 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     tree_command = commands.add_parser(
         "tree", help="print the traces in OTLP/JSON files as a timeline"
     )
-    tree_command.add_argument("path", help="an OTLP/JSON lines file or a directory of them")
+    tree_command.add_argument(
+        "path", help="an OTLP/JSON lines file, or a directory (searched recursively)"
+    )
     rep = commands.add_parser(
         "report",
         help="critical path, bottlenecks, efficiency; writes a Perfetto trace and an HTML report",
     )
-    rep.add_argument("path", nargs="?", help="an OTLP/JSON lines file, or a directory of them")
-    rep.add_argument("-o", "--out", help="where to write (default: <path>/otel-spans-report)")
+    rep.add_argument(
+        "path",
+        nargs="?",
+        help="an OTLP/JSON lines file, or a directory of runs (searched recursively)",
+    )
+    rep.add_argument(
+        "-o", "--out", help="where to write (default: otel-spans-report/ in the run's directory)"
+    )
     rep.add_argument(
         "--compare",
         nargs=2,
@@ -61,8 +74,18 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="compare two runs (files or directories): wall, compute, bytes, counts per span"
         " and task group, with a verdict each",
     )
-    rep.add_argument("--workflow", help="with --compare: the root span name to compare")
-    rep.add_argument("--json", help="with --compare: also write the comparison as JSON here")
+    rep.add_argument(
+        "--each-run",
+        action="store_true",
+        help="when PATH holds several runs, report each (default: the latest)",
+    )
+    history_cli.add_arguments(rep)
+    rep.add_argument(
+        "--workflow", help="with --compare or --history: the root span name to compare"
+    )
+    rep.add_argument(
+        "--json", help="with --compare or --history: also write the verdicts as JSON here"
+    )
     rep.add_argument(
         "--fail-if-slower",
         metavar="PERCENT",
@@ -91,8 +114,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             stdout=sys.stdout,
             stderr=sys.stderr,
         )
+    if args.history:
+        return history_cli.run(args, stdout=sys.stdout, stderr=sys.stderr)
     if args.path is None:
-        parser.error("report: give a PATH, or --compare BASELINE CURRENT")
+        parser.error("report: give a PATH, --compare BASELINE CURRENT or --history DIR...")
     return report(
         Path(args.path),
         Path(args.out) if args.out else None,
@@ -100,6 +125,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         stderr=sys.stderr,
         key=args.key,
         group=args.group,
+        each_run=args.each_run,
     )
 
 
@@ -109,9 +135,10 @@ def _print(text: str, out: TextIO) -> None:
 
 
 def tree_command(path: Path, *, stdout: TextIO, stderr: TextIO) -> int:
-    """``otel-spans tree PATH``: every trace as an indented timeline."""
+    """``otel-spans tree PATH``: every trace at or below ``PATH`` as an indented
+    timeline, earliest first."""
     try:
-        _print(tree.render(load_spans(path)), stdout)
+        _print(tree.render(s for source in trace_sources(path) for s in load_spans(source)), stdout)
     except InputError as e:
         print(f"otel-spans: {e}", file=stderr)
         return 2
@@ -141,19 +168,80 @@ def report(
     stderr: TextIO,
     key: str | None = None,
     group: str | None = None,
+    each_run: bool = False,
 ) -> int:
-    """Analyse every workflow in ``path`` (or look up one task ``key`` or ``group``);
-    returns the process exit code."""
+    """Analyse every workflow of the latest run at or below ``path`` (of each run,
+    with ``each_run``), or look up one task ``key`` or ``group`` in it; returns the
+    process exit code."""
     try:
-        spans = list(_with_progress(load_spans(path), stderr))
-        activity = load_activity(path)
-        profiles = load_profiles(path)
+        sources = trace_sources(path)
+        runs = find_runs(path) if len(sources) > 1 or each_run else []
     except InputError as e:
         print(f"otel-spans report: {e}", file=stderr)
         return 2
     except OSError as e:
         print(f"otel-spans report: {path}: {e.strerror or e}", file=stderr)
         return 2
+    if not sources:
+        print(f"otel-spans report: no OTLP/JSON traces files in or below {path}", file=stderr)
+        return 1
+    if len(sources) == 1 and not each_run:
+        # One directory (or file): read once, in full; it may still hold several runs.
+        return _report_source(sources[0], None, path, out_dir, stdout, stderr, key, group, set())
+    if not runs:
+        print(f"otel-spans report: no Dask spans in or below {path}", file=stderr)
+        return 1
+    chosen = runs if each_run else runs[-1:]
+    _print(f"found {len(runs)} runs in {path}:", stdout)
+    for line in describe(runs):
+        _print(line, stdout)
+    if not each_run:
+        _print(f"reporting the latest, {chosen[0].label} (--each-run: every one)\n", stdout)
+    used: set[str] = set()
+    code = 0
+    for run in chosen:
+        code = max(
+            code,
+            _report_source(
+                run.source, run.trace_ids, run.source, out_dir, stdout, stderr, key, group, used
+            ),
+        )
+    return code
+
+
+def _report_source(
+    source: Path,
+    traces: frozenset[str] | None,
+    path: Path,
+    out_dir: Path | None,
+    stdout: TextIO,
+    stderr: TextIO,
+    key: str | None,
+    group: str | None,
+    used: set[str],
+) -> int:
+    """The report of one source's runs: of those whose traces are ``traces``, or when
+    None, of its latest run (saying so when it holds several)."""
+    try:
+        spans = list(_with_progress(load_spans(source), stderr))
+        activity = load_activity(source)
+        profiles = load_profiles(source)
+    except InputError as e:
+        print(f"otel-spans report: {e}", file=stderr)
+        return 2
+    except OSError as e:
+        print(f"otel-spans report: {source}: {e.strerror or e}", file=stderr)
+        return 2
+    if traces is None:
+        runs = split(source, build_workflows(s for s in spans if is_dask_or_group_span(s)))
+        if len(runs) > 1:
+            _print(f"found {len(runs)} runs in {source}:", stdout)
+            for line in describe(runs):
+                _print(line, stdout)
+            _print(f"reporting the latest, {runs[-1].label}\n", stdout)
+            traces = runs[-1].trace_ids
+    if traces is not None:
+        spans = [s for s in spans if s.trace_id in traces]
     if key is not None or group is not None:
         found = lookup.render(spans, key=key, group=group)
         if found is None:
@@ -170,9 +258,8 @@ def report(
     if not workflows:
         print(f"otel-spans report: no Dask spans in {path}", file=stderr)
         return 1
-    target = out_dir or (path if path.is_dir() else path.parent) / "otel-spans-report"
+    target = out_dir or (source if source.is_dir() else source.parent) / REPORT_DIRECTORY
     target.mkdir(parents=True, exist_ok=True)
-    used: set[str] = set()
     for built in workflows:
         analysis = analyse(built.workflow)
         hot = profiles.get(built.trace_id, [])
@@ -191,6 +278,15 @@ def report(
         html_file.write_text(page, encoding="utf-8")
         print(f"  wrote {trace_file} (open in ui.perfetto.dev) and {html_file}\n", file=stdout)
     return 0
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names[:10]) or "no Dask spans"
+
+
+def load_run(run: Run) -> list[BuiltWorkflow]:
+    """A run found by :func:`find_runs` read in full: every span of its traces."""
+    return build_workflows(s for s in load_spans(run.source) if s.trace_id in run.trace_ids)
 
 
 def parse_percent(text: str) -> float:
@@ -225,16 +321,31 @@ def compare(
         )
         return 2
     try:
-        comparisons = compare_runs(
-            build_workflows(load_spans(baseline)), build_workflows(load_spans(current)), workflow
+        current_runs = [r for r in find_runs(current) if workflow is None or workflow in r.names]
+        baseline_runs = find_runs(baseline)
+        if current_runs:
+            wanted = {workflow} if workflow else set(current_runs[-1].names)
+            baseline_runs = [r for r in baseline_runs if wanted & set(r.names)] or baseline_runs
+        comparisons = (
+            compare_runs(load_run(baseline_runs[-1]), load_run(current_runs[-1]), workflow)
+            if baseline_runs and current_runs
+            else []
         )
     except InputError as e:
         print(f"otel-spans report: {e}", file=stderr)
         return 2
     if not comparisons:
-        what = f"workflow {workflow!r}" if workflow else "a workflow of the same name"
-        print(f"otel-spans report: {baseline} and {current} share no {what}", file=stderr)
+        base_names = sorted({n for r in baseline_runs for n in r.names})
+        cur_names = sorted({n for r in find_runs(current) for n in r.names})
+        what = f"workflow {workflow!r}" if workflow else "workflow name"
+        print(
+            f"otel-spans report: {baseline} and {current} have no {what} in common"
+            f" (baseline: {_names(base_names)}; current: {_names(cur_names)})",
+            file=stderr,
+        )
         return 1
+    for side, run in (("baseline", baseline_runs[-1]), ("current", current_runs[-1])):
+        _print(f"{side}: {run.label}, started {when(run.start_ns)}", stdout)
     _print(compare_text.render(comparisons), stdout)
     if json_out is not None:
         json_out.write_text(compare_json.render(comparisons), encoding="utf-8")

@@ -14,31 +14,19 @@ This module is the comparison itself (pure: loaded runs in, :class:`Comparison` 
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from otel_spans import semconv
 from otel_spans.analysis.critical_path import critical_path
 from otel_spans.report.build import BuiltWorkflow
-from otel_spans.report.load import LoadedSpan, as_float, as_int
+from otel_spans.report.numbers import Numbers, group_numbers, span_numbers, workflow_numbers
+
+__all__ = ["Comparison", "Numbers", "Row", "changes", "compare", "verdict"]
 
 #: A change smaller than this share of the baseline is noise ...
 NOISE_RATIO = 0.10
 #: ... and so is one smaller than this many seconds (tiny stages jitter by more than 10 %).
 NOISE_SECONDS = 0.1
-
-
-@dataclass(frozen=True)
-class Numbers:
-    """What one row measures on one side."""
-
-    seconds: float
-    compute_s: float = 0.0
-    transfer_s: float = 0.0
-    nbytes: int = 0
-    tasks: int = 0
-    erred: int = 0
 
 
 @dataclass(frozen=True)
@@ -90,47 +78,6 @@ def _row(kind: str, name: str, base: Numbers | None, cur: Numbers | None) -> Row
     )
 
 
-def _group_numbers(groups: Iterable[LoadedSpan]) -> dict[str, Numbers]:
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0] * 5)
-    for g in groups:
-        prefix = str(g.attributes.get(semconv.DASK_TASK_PREFIX, g.name))
-        t = totals[prefix]
-        attrs = g.attributes
-        t[0] += as_float(attrs.get(semconv.DASK_TASK_GROUP_DURATION_PREFIX + "compute"))
-        t[1] += as_float(attrs.get(semconv.DASK_TASK_GROUP_DURATION_PREFIX + "transfer"))
-        t[2] += as_int(attrs.get(semconv.DASK_TASK_GROUP_NBYTES))
-        t[3] += as_int(attrs.get(semconv.DASK_TASK_GROUP_TASK_COUNT))
-        t[4] += as_int(attrs.get(semconv.DASK_TASK_GROUP_TASK_STATES_ERRED))
-    return {
-        p: Numbers(t[0], t[0], t[1], int(t[2]), int(t[3]), int(t[4])) for p, t in totals.items()
-    }
-
-
-def _span_numbers(built: BuiltWorkflow) -> dict[str, Numbers]:
-    """Wall time of each Dask span (its exports summed) and its own groups' numbers."""
-    name_of: dict[str, str] = {}
-    wall: dict[str, float] = defaultdict(float)
-    for span in built.dask_spans:
-        name = str(span.attributes.get(semconv.DASK_SPAN_NAME, span.name))
-        name_of[span.span_id] = name
-        wall[name] += span.duration_s
-    own: dict[str, list[LoadedSpan]] = defaultdict(list)
-    for g in built.group_spans:
-        own[name_of.get(g.parent_span_id, "?")].append(g)
-    out = {}
-    for name, seconds in wall.items():
-        groups = _group_numbers(own.get(name, ()))
-        out[name] = Numbers(
-            seconds,
-            sum(n.compute_s for n in groups.values()),
-            sum(n.transfer_s for n in groups.values()),
-            sum(n.nbytes for n in groups.values()),
-            sum(n.tasks for n in groups.values()),
-            sum(n.erred for n in groups.values()),
-        )
-    return out
-
-
 def _latest(workflows: Iterable[BuiltWorkflow]) -> dict[str, BuiltWorkflow]:
     out: dict[str, BuiltWorkflow] = {}
     for built in sorted(workflows, key=lambda b: b.workflow.start_ns):
@@ -153,26 +100,22 @@ def compare(
         b, c = base.get(name), cur.get(name)
         if b is None or c is None:
             continue
-        spans_b, spans_c = _span_numbers(b), _span_numbers(c)
-        groups_b, groups_c = _group_numbers(b.group_spans), _group_numbers(c.group_spans)
-        rows = [_row("workflow", name, _whole(b, groups_b), _whole(c, groups_c))]
+        spans_b, spans_c = span_numbers(b), span_numbers(c)
+        groups_b, groups_c = group_numbers(b.group_spans), group_numbers(c.group_spans)
+        rows = [
+            _row(
+                "workflow",
+                name,
+                workflow_numbers(b, groups_b),
+                workflow_numbers(c, groups_c),
+            )
+        ]
         for span_name in sorted((set(spans_b) | set(spans_c)) - {name}):
             rows.append(_row("span", span_name, spans_b.get(span_name), spans_c.get(span_name)))
         for prefix in sorted(set(groups_b) | set(groups_c)):
             rows.append(_row("task group", prefix, groups_b.get(prefix), groups_c.get(prefix)))
         out.append(Comparison(name, tuple(rows), _path(b), _path(c)))
     return out
-
-
-def _whole(built: BuiltWorkflow, groups: Mapping[str, Numbers]) -> Numbers:
-    return Numbers(
-        built.workflow.wall_ns / 1e9,
-        sum(n.compute_s for n in groups.values()),
-        sum(n.transfer_s for n in groups.values()),
-        sum(n.nbytes for n in groups.values()),
-        built.workflow.task_count,
-        built.task_states.get("erred", 0),
-    )
 
 
 def changes(row: Row) -> str:

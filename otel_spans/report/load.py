@@ -7,7 +7,8 @@ values and reports malformed input as :class:`InputError` naming the file and li
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,33 @@ def files_in(path: Path, signal: str = "traces") -> list[Path]:
     raise InputError(f"{path}: no such file or directory")
 
 
+#: The directory the report writes into by default: never searched for input.
+REPORT_DIRECTORY = "otel-spans-report"
+
+
+def _holds_traces(names: list[str]) -> bool:
+    return any(name.startswith("traces") and ".json" in name for name in names)
+
+
+def trace_sources(path: Path) -> list[Path]:
+    """Where the traces under ``path`` are: the file itself, or every directory at or
+    below ``path`` that holds ``traces*.json*`` files, in path order (the report's own
+    output directories and hidden ones skipped). Each is read as one set of files: a
+    run, or several runs written into one directory."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        return [path]
+    found = []
+    for directory, subdirectories, names in os.walk(path):
+        subdirectories[:] = sorted(
+            d for d in subdirectories if d != REPORT_DIRECTORY and not d.startswith(".")
+        )
+        if _holds_traces(names):
+            found.append(Path(directory))
+    return found
+
+
 def _lines(path: Path, signal: str) -> Iterator[tuple[Path, int, dict[str, Any]]]:
     for file in files_in(path, signal):
         try:
@@ -94,8 +122,11 @@ def _lines(path: Path, signal: str) -> Iterator[tuple[Path, int, dict[str, Any]]
                 yield file, lineno, request
 
 
-def load_spans(path: Path) -> Iterator[LoadedSpan]:
-    """Every span in ``path`` (a file or a directory of OTLP/JSON lines files)."""
+def load_spans(
+    path: Path, keep: Callable[[LoadedSpan], bool] | None = None
+) -> Iterator[LoadedSpan]:
+    """Every span in ``path`` (a file or a directory of OTLP/JSON lines files); with
+    ``keep``, only the spans it accepts (the others are dropped as they are read)."""
     for file, lineno, request in _lines(path, "traces"):
         try:
             spans = list(_spans_of(request))
@@ -103,7 +134,15 @@ def load_spans(path: Path) -> Iterator[LoadedSpan]:
             raise InputError(
                 f"{file}:{lineno}: not an OTLP/JSON trace request (bad field {e})"
             ) from None
-        yield from spans
+        yield from spans if keep is None else filter(keep, spans)
+
+
+def is_dask_or_group_span(span: LoadedSpan) -> bool:
+    """A Dask span or a task group span: all a run's outline and history need (its
+    task and phase spans, most of a trace, are not)."""
+    return semconv.DASK_SPAN_ID in span.attributes or (
+        semconv.DASK_TASK_GROUP_NAME in span.attributes
+    )
 
 
 def _beside(path: Path, signal: str) -> list[dict[str, Any]]:

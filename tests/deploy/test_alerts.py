@@ -111,3 +111,23 @@ def test_rules_use_known_metric_names() -> None:
         functions = {"last_over_time", "quantile_over_time"}
         unknown = names - known - records - functions
         assert not unknown, (rule.get("alert") or rule.get("record"), unknown)
+
+
+def test_the_history_rules_count_a_first_run_and_judge_against_a_band() -> None:
+    """The hourly means count a series that appeared within the hour whole (a
+    workflow's first run, which increase() alone misses; the promtool case at 15m
+    shows it), and the three history alerts compare them with their 7-day bands."""
+    by_name = {str(r.get("alert") or r.get("record")): str(r["expr"]) for r in rules()}
+    for record in (
+        "dask_workflow:duration_seconds:mean1h",
+        "dask_span:duration_seconds:mean1h",
+        "dask_workflow:cost:per_run1h",
+    ):
+        assert "unless dask_span_duration_seconds_count offset 1h" in by_name[record], record
+    for alert, upper in (
+        ("DaskWorkflowSlowerThanUsual", "dask_workflow:duration_seconds:upper7d"),
+        ("DaskStageSlowerThanUsual", "dask_span:duration_seconds:upper7d"),
+        ("DaskWorkflowCostAboveUsual", "dask_workflow:cost:upper7d"),
+    ):
+        assert upper in by_name[alert], alert
+        assert "quantile_over_time(0.5" in by_name[upper.replace("upper7d", "median7d")]

@@ -52,6 +52,8 @@ from tests.support.dashboards import (
     dashboards,
     expr_metric_names,
     panels,
+    reads_recorded,
+    recorded_names,
     resolve_variables,
     variable_names,
     variable_query,
@@ -788,6 +790,7 @@ def test_dashboards_use_the_otlp_names_of_otel_spans_instruments() -> None:
             continue
         used_metrics |= expr_metric_names(expr)
         assert expr_label_names(expr) <= known_labels, (expr, expr_label_names(expr) - known_labels)
+    used_metrics -= recorded_names()  # the alert file's, from these instruments
     assert used_metrics <= known_metrics, used_metrics - known_metrics
     for metric in used_metrics:
         base = re.sub(r"_(bucket|sum|count)$", "", metric) if "duration" in metric else metric
@@ -957,6 +960,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             started = time.time()
             results = run_demo.run(cluster.scheduler_address, runs=1, workers=2)
             needed = {m for _, _, t in all_exprs() for m in expr_metric_names(t["expr"])}
+            needed -= recorded_names()  # recorded by the alert rules, which this one lacks
 
             def missing() -> set[str]:
                 names = prom.api("label/__name__/values", {"match[]": f'{{job="{job_name}"}}'})
@@ -1036,6 +1040,8 @@ def test_dashboard_expression_returns_data(
     resolved = resolve_variables(live.prometheus, dashboards()[dashboard], builtins)
     expr = resolved.interpolate(target["expr"], builtins)
     assert "$" not in expr, expr
+    if reads_recorded(expr):
+        pytest.skip(str(reads_recorded(expr)))
     series = run_target(live, expr, target["instant"])
     assert series, f"{panel['title']}: no data for {expr}"
     assert any(math.isfinite(v) for values in series for v in values), (expr, series)
@@ -1054,7 +1060,7 @@ def test_dashboard_expressions_with_one_span_and_prefix_return_data(live: Live) 
         resolved = resolve_variables(live.prometheus, dashboard, builtins, chosen)
         for _, panel, target in (e for e in EXPRS if e[0] == name):
             expr = resolved.interpolate(target["expr"], builtins)
-            if not run_target(live, expr, target["instant"]):
+            if not reads_recorded(expr) and not run_target(live, expr, target["instant"]):
                 empty.append(f"{panel['title']}: {expr}")
     assert not empty, "\n".join(empty)
 

@@ -118,7 +118,7 @@ async def test_compare_names_the_stage_that_got_slower(
     verdicts_same = {r["verdict"] for w in workflows for r in w["rows"]}
     assert same.returncode == 0 and verdicts_same == {"same"}
     missing = run_report("--compare", base, cur, "--workflow", "weekly")
-    assert missing.returncode == 1 and "share no workflow 'weekly'" in missing.stderr
+    assert missing.returncode == 1 and "have no workflow 'weekly' in common" in missing.stderr
 
 
 def test_the_page_shows_hostile_names_as_text() -> None:

@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 
 from otel_spans.demo import SLOWER_BY, SLOWER_STAGE, WORKFLOW
-from otel_spans.report import compare
+from otel_spans.report import compare, history
 from otel_spans.report.build import build_workflows
+from otel_spans.report.history_cli import judge_runs
 from otel_spans.report.load import load_spans
+from otel_spans.report.runs import find_runs
+from tests.support.report import run_report
 
 #: The aggregate stage's designed slowdown in wall time: its 8 ``sums`` tasks each
 #: ``SLOWER_BY`` seconds slower, on 2 worker threads (and 2 x that in compute time).
@@ -56,6 +59,10 @@ def test_the_demo_runs_clean_and_its_path_goes_through_its_stages(tmp_path: Path
     aggregate = min(i for i, stage in enumerate(stages) if stage in ("_sums", "_means"))
     assert aggregate < stages.index("_slow") < stages.index("_fragile"), stages
     assert "on the client between a result and the next submission" in out
+    # the README's next command, on the parent of the demo's run directory
+    again = run_report(str(tmp_path / "otel-spans-data"))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count(f"workflow '{WORKFLOW}'") == 1, again.stdout
 
 
 def test_demo_compare_finds_and_names_the_stage_it_made_slower(
@@ -101,3 +108,41 @@ def test_demo_compare_finds_and_names_the_stage_it_made_slower(
     assert slower | undesigned | own | {("span", f"{WORKFLOW}/model")} <= set(verdicts)
     designed = {row: verdict for row, verdict in verdicts.items() if row not in undesigned}
     assert designed == {row: "slower" if row in slower else "same" for row in designed}
+
+
+def test_demo_history_names_the_stage_it_made_slower(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six demo runs, each in a process and cluster of its own, the last with the
+    aggregate stage slowed: judged on the five before it, the aggregate span and its
+    ``sums`` group regressed, every other row within noise but the load and features
+    spans' and so the workflow's, whose wall times are not the design's (see the
+    comparison test above). As there, the rows are judged again from the files with a
+    least spread derived from the design: an eighth of the aggregate span's designed
+    change, so the change is 8 spreads and an unchanged row must move by 3.5."""
+    result = run_demo(tmp_path, "--history", "6")
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr, result.stderr
+    assert "Traceback (most recent call last)" not in result.stderr, result.stderr
+    out = result.stdout
+    assert "found 5 past runs:" in out, out
+    (regressed,) = [line for line in out.splitlines() if " — REGRESSED: " in line]
+    assert f"span '{WORKFLOW}/{SLOWER_STAGE}'" in regressed and "task group 'sums'" in regressed
+    (run_dir,) = tmp_path.glob("otel-spans-data/demo-*")
+    assert (run_dir / "run-06" / "otel-spans-report" / "history.html").is_file()
+
+    monkeypatch.setattr(history, "SECONDS_FLOOR", AGGREGATE_SLOWER_S / 8)
+    (judged,) = judge_runs(find_runs(run_dir)[:-1], find_runs(run_dir)[-1], WORKFLOW, None)
+    verdicts = {(row.kind, row.name): row.speed.verdict for row in judged.rows}
+    slower = {("span", f"{WORKFLOW}/{SLOWER_STAGE}"), ("task group", "sums")}
+    # the whole workflow's wall time holds the load and features spans': on a busy
+    # machine its past runs spread so wide that the designed 1.6 s is within them
+    undesigned = {
+        ("workflow", WORKFLOW),
+        ("span", f"{WORKFLOW}/load"),
+        ("span", f"{WORKFLOW}/features"),
+    }
+    own = {("task group", p) for p in ("partition", "sums", "means", "slow", "fragile")}
+    assert slower | undesigned | own | {("span", f"{WORKFLOW}/model")} <= set(verdicts)
+    designed = {row: verdict for row, verdict in verdicts.items() if row not in undesigned}
+    assert designed == {row: "regressed" if row in slower else "within noise" for row in designed}

@@ -74,6 +74,21 @@ def alert_rules() -> list[dict[str, Any]]:
     return [rule for group in groups for rule in group["rules"]]
 
 
+def recorded_names() -> set[str]:
+    """The series deploy/prometheus-alerts.yml records."""
+    return {str(rule["record"]) for rule in alert_rules() if "record" in rule}
+
+
+def reads_recorded(expr: str) -> str | None:
+    """Why an expression has no data in a test's Prometheus: it reads a series the
+    alert file records (over 7 days of history), and no test's Prometheus runs those
+    rules; ``promtool test rules`` tests them. None for any other expression."""
+    found = sorted(expr_metric_names(expr) & recorded_names())
+    if not found:
+        return None
+    return f"reads {', '.join(found)}, recorded by prometheus-alerts.yml (tested by promtool)"
+
+
 def expr_metric_names(expr: str) -> set[str]:
     return set(re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", expr))
 

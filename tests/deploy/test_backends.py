@@ -276,6 +276,8 @@ NEED_HISTORY = {
     "in a series that existed before it; a scheduler's first run of a workflow (this "
     "one) appears at its final value and counts 0 (deploy/README.md, Totals per workflow)",
     "DaskWorkflowSlow": "reads the rule above, and the median of the 7 days before the hour",
+    "OtelSpansSchedulerNotReporting": "fires only once a scheduler that reported has been "
+    "silent for 5 minutes; this one still reports",
 }
 
 

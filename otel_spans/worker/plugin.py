@@ -46,9 +46,10 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from opentelemetry import context as otel_context
 
-from otel_spans import semconv, task_trace, traceparent
+from otel_spans import semconv, task_trace
 from otel_spans.config import Settings
 from otel_spans.export.resource import build_resource
+from otel_spans.sampler import TraceSampler
 from otel_spans.throttle import Throttle
 from otel_spans.worker import logs as worker_logs
 from otel_spans.worker import tracing as worker_tracing
@@ -92,7 +93,7 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         #: What ``execute`` was before us, when it was already shadowed on the instance.
         self._shadowed: Execute | None = None
         self._internal_errors = 0
-        self._force_sampled = False
+        self._sampler = TraceSampler()
         self._error_log = Throttle(_ERROR_LOG_EVERY)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -117,8 +118,8 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         # After this copy's leases are taken, the old ones are never the process's
         # last: giving them back releases nothing that blocks.
         _release_off_loop(replaced)
-        # The scheduler exports an unsampled caller's workflow anyway: so do task spans.
-        self._force_sampled = not settings.traces.follow_caller_sampling
+        # The trace's one sampling decision, as the scheduler makes it.
+        self._sampler = settings.traces.sampler
         self._shadowed = worker.__dict__.get("execute")
         self._wrapper = self._wrap(worker, worker.execute)
         setattr(worker, "execute", self._wrapper)  # noqa: B010 (mypy forbids method-assign)
@@ -206,11 +207,10 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         """What a task runs with: its context and its children counter."""
         if ts is None or self._lease is None:
             return None
-        sc = task_trace.task_span_context(key, ts.annotations or {}, ts.span_id)
+        annotations = ts.annotations or {}
+        sc = task_trace.task_span_context(key, annotations, ts.span_id, self._sampler)
         if sc is None:
             return None
-        if self._force_sampled and not sc.trace_flags.sampled:
-            sc = traceparent.sampled(sc)
         run = worker_tracing.begin_run(sc.trace_id, sc.span_id)
         return ts, task_trace.task_context(sc), run
 

@@ -37,6 +37,7 @@ SHARED = (
     "context",
     "traceparent",
     "task_trace",
+    "sampler",
     "throttle",
     "markup",
     "redact",

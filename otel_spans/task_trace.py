@@ -15,13 +15,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
-from opentelemetry.trace import SpanContext, TraceFlags
+from opentelemetry.trace import SpanContext, TraceFlags, get_current_span
 
-from otel_spans import ids, semconv
+from otel_spans import ids, propagation, semconv
 from otel_spans.sampler import TraceSampler
 from otel_spans.traceparent import context_with_span, parse_traceparent, remote_span_context
 
 _DEFAULT_SAMPLER = TraceSampler()
+#: Key of the ``otel_spans`` annotation holding the fields the caller's propagators
+#: wrote besides the traceparent (:mod:`otel_spans.propagation`).
+CARRIER_KEY = "carrier"
 
 
 def dask_span_ids(annotations: Mapping[str, Any]) -> Sequence[str]:
@@ -107,6 +110,28 @@ def task_span_context(
     return remote_span_context(trace_id, span_id, flags)
 
 
-def task_context(span_context: SpanContext) -> Context:
-    """The OTel context a task runs in: the current one with the task's span in it."""
-    return context_with_span(span_context, None)
+def task_context(
+    span_context: SpanContext, annotations: Mapping[str, Any] | None = None
+) -> Context:
+    """The OTel context a task runs in: the task's span, in the context the caller's
+    propagated fields give (``carrier`` of the ``otel_spans`` annotation: baggage, and
+    the tracestate when the task is in the caller's trace); without them the current
+    context."""
+    caller = annotations.get(semconv.ANNOTATION) if annotations else None
+    carrier = caller.get(CARRIER_KEY) if isinstance(caller, Mapping) else None
+    if not isinstance(carrier, Mapping) or not carrier:
+        return context_with_span(span_context, None)
+    fields = dict(carrier)
+    traceparent = caller.get("traceparent") if isinstance(caller, Mapping) else None
+    if isinstance(traceparent, str):
+        fields.setdefault("traceparent", traceparent)
+    base = propagation.extract(fields)
+    if base is None:
+        return context_with_span(span_context, None)
+    caller_sc = get_current_span(base).get_span_context()
+    if caller_sc.trace_id == span_context.trace_id and caller_sc.trace_state:
+        sc = span_context
+        span_context = SpanContext(
+            sc.trace_id, sc.span_id, sc.is_remote, sc.trace_flags, caller_sc.trace_state
+        )
+    return context_with_span(span_context, base)

@@ -212,7 +212,7 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         if sc is None:
             return None
         run = worker_tracing.begin_run(sc.trace_id, sc.span_id)
-        return ts, task_trace.task_context(sc), run
+        return ts, task_trace.task_context(sc, annotations), run
 
     def _internal_error(self) -> None:
         self._internal_errors += 1

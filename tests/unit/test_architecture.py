@@ -38,6 +38,7 @@ SHARED = (
     "traceparent",
     "task_trace",
     "sampler",
+    "propagation",
     "throttle",
     "markup",
     "redact",

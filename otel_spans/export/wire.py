@@ -330,10 +330,12 @@ def log_record(
     trace_id: int = 0,
     span_id: int = 0,
     event_name: str = "",
+    sampled: bool = True,
 ) -> bytes:
     """One ``LogRecord`` message (without its own tag), observed when it happened.
 
-    With a trace and span id the record is correlated with that (sampled) span.
+    With a trace and span id the record is correlated with that span; its flags carry
+    the trace's sampling decision (``sampled``).
     """
     max_length = limits.log_attribute_length
     parts = [_LOG_TIME + _pack_fixed64(time_ns)]
@@ -349,8 +351,9 @@ def log_record(
     if dropped:
         parts.append(_LOG_DROPPED_ATTRIBUTES + _varint(dropped))
     if trace_id and span_id:
+        if sampled:
+            parts.append(_LOG_FLAGS_SAMPLED)
         parts += (
-            _LOG_FLAGS_SAMPLED,
             _LOG_TRACE_ID + b"\x10" + _trace_id(trace_id),
             _LOG_SPAN_ID + b"\x08" + _span_id(span_id),
         )

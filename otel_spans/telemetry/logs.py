@@ -71,6 +71,7 @@ def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
         trace_id=entry.trace_id,
         span_id=entry.span_id,
         event_name=entry.event_name,
+        sampled=entry.sampled,
     )
 
 

@@ -17,6 +17,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 
 import otel_spans
+from otel_spans import semconv
 from otel_spans.sampler import TraceSampler
 from otel_spans.worker import OtelSpansWorkerPlugin
 from tests.servers.otlp_receiver import OtlpReceiver
@@ -103,6 +104,7 @@ async def test_the_scheduler_and_task_code_make_one_decision_per_trace(
         await await_until(lambda: _unsampled(client, unsampled), 30)
         roots = {f"w{i}" for i in range(WORKFLOWS)}
         await await_until(lambda: exported_roots(otlp_receiver) >= sampled, 30)
+        started = await await_until(lambda: started_flags(otlp_receiver), 30)
     assert exported_roots(otlp_receiver) == sampled
     decide = TraceSampler(sampler, 0.5)  # type: ignore[arg-type]
     assert sampled == {n for n in roots if decide.sampled(int(seen[n]["trace_id"], 16))}
@@ -113,6 +115,18 @@ async def test_the_scheduler_and_task_code_make_one_decision_per_trace(
     # no span of an unsampled trace left the scheduler (task runs included)
     exported_traces = {s.trace_id for s in otlp_receiver.spans()}
     assert exported_traces == {seen[n]["trace_id"] for n in sampled}
+    # each workflow's "started" log record says in its W3C flags what was decided
+    assert started == {seen[n]["trace_id"]: int(n in sampled) for n in roots}
+
+
+def started_flags(receiver: OtlpReceiver) -> dict[str, int] | None:
+    """Trace id -> flags of the ``dask.span.started`` records, once all have arrived."""
+    flags = {
+        log.trace_id: log.flags
+        for log in receiver.logs()
+        if log.event_name == semconv.LOG_SPAN_STARTED
+    }
+    return flags if len(flags) == WORKFLOWS else None
 
 
 def exported_roots(receiver: OtlpReceiver) -> set[str]:

@@ -143,8 +143,9 @@ class DaskEvents:
             return 0, 0, False
         return identity.trace_id, identity.otel_span_id, identity.sampled
 
-    def about(self, value: object) -> tuple[int, int] | None:
-        """The trace and span ids of the Dask span a task key or span id names, if tracked.
+    def about(self, value: object) -> tuple[int, int, bool] | None:
+        """The trace and span ids of the Dask span a task key or span id names, if
+        tracked, and whether its trace is sampled.
 
         For Python log records, from whichever thread logged: dict lookups only.
         """
@@ -153,7 +154,7 @@ class DaskEvents:
             identity = self._identity(value)
         if identity is None:
             return None
-        return identity.trace_id, identity.otel_span_id
+        return identity.trace_id, identity.otel_span_id, identity.sampled
 
     def _identity_of_key(self, key: Any) -> SpanIdentity | None:
         uuid = span_uuid_of_key(self._scheduler, key) if key is not None else None

@@ -33,8 +33,9 @@ from otel_spans.telemetry.logs import LogSource
 
 logger = logging.getLogger("otel_spans")
 
-#: A value logged as an argument -> the (trace id, span id) of what it names, if known.
-About = Callable[[object], tuple[int, int] | None]
+#: A value logged as an argument -> the (trace id, span id, whether the trace is sampled)
+#: of what it names, if known.
+About = Callable[[object], tuple[int, int, bool] | None]
 
 #: How many of a record's arguments are looked up as task keys or span ids.
 _MAX_ARGS_LOOKED_UP = 4
@@ -142,8 +143,8 @@ class PythonLogs:
         return attributes
 
     def _context(self, record: logging.LogRecord) -> tuple[int, int, bool]:
-        """Trace and span ids, and whether the trace is sampled (the current span's
-        flags; a span looked up by a logged key or id is taken as sampled)."""
+        """Trace and span ids, and whether the trace is sampled: the current span's,
+        else those of what a logged argument names."""
         current = trace.get_current_span().get_span_context()
         if current.is_valid:  # logged inside a task (or other traced work)
             return current.trace_id, current.span_id, current.trace_flags.sampled
@@ -153,7 +154,7 @@ class PythonLogs:
                 if isinstance(arg, str | tuple):
                     found = self._about(arg)
                     if found is not None:
-                        return (*found, True)
+                        return found
         return 0, 0, False
 
 

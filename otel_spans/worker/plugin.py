@@ -113,7 +113,9 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
 
         self._lease = worker_tracing.acquire(settings, resource)
         self._logs = worker_logs.acquire(
-            settings, lambda: resource().attributes, _task_span_of_key(worker)
+            settings,
+            lambda: resource().attributes,
+            _task_span_of_key(worker, settings.traces.sampler),
         )
         # After this copy's leases are taken, the old ones are never the process's
         # last: giving them back releases nothing that blocks.
@@ -236,19 +238,22 @@ def _release_off_loop(releases: list[Callable[[], None]]) -> None:
             loop.run_in_executor(None, release)
 
 
-def _task_span_of_key(worker: Worker) -> Callable[[object], tuple[int, int] | None]:
-    """What a Python log record naming a task key of ``worker`` is about: its task span."""
+def _task_span_of_key(
+    worker: Worker, sampler: TraceSampler
+) -> Callable[[object], tuple[int, int, bool] | None]:
+    """What a Python log record naming a task key of ``worker`` is about: its task span,
+    and whether its trace is sampled."""
     tasks = worker.state.tasks
 
-    def about(value: Any) -> tuple[int, int] | None:
+    def about(value: Any) -> tuple[int, int, bool] | None:
         try:
             ts = tasks.get(value)
         except TypeError:  # a tuple holding something unhashable
             return None
         if ts is None:
             return None
-        sc = task_trace.task_span_context(value, ts.annotations or {}, ts.span_id)
-        return None if sc is None else (sc.trace_id, sc.span_id)
+        sc = task_trace.task_span_context(value, ts.annotations or {}, ts.span_id, sampler)
+        return None if sc is None else (sc.trace_id, sc.span_id, sc.trace_flags.sampled)
 
     return about
 

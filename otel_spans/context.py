@@ -29,20 +29,25 @@ from typing import Any
 
 import dask.config
 from dask.base import annotate, get_annotations
+from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context import Context
 
-from otel_spans import ids, semconv
+from otel_spans import ids, propagation, semconv
 from otel_spans.config import caller_link_default, format_trace_url, trace_url_template
 from otel_spans.records import workflow_attributes
-from otel_spans.task_trace import dask_span_ids, task_span_context, tree_trace
+from otel_spans.task_trace import CARRIER_KEY, dask_span_ids, task_span_context, tree_trace
 from otel_spans.traceparent import (
     TRACEPARENT_ENV,
+    caller_context,
     caller_traceparent,
     context_from_traceparent,
+    context_with_span,
     current_context,
     current_traceparent,
     format_traceparent,
     parse_traceparent,
+    remote_span_context,
 )
 
 __all__ = [
@@ -87,8 +92,12 @@ def caller_annotation(
     the caller in the same trace, true links to it. Either way every task of a tree
     keeps naming the tree's trace (:func:`tree_trace`).
     """
+    context: Context | None
     if traceparent is None:
-        text = caller_traceparent()
+        found = caller_context()
+        text, context = found if found is not None else (None, None)
+        if found is not None and context is None:  # from TRACEPARENT
+            context = propagation.env_context()
         parsed = parse_traceparent(text)
     else:
         text, parsed = traceparent, parse_traceparent(traceparent)
@@ -97,6 +106,8 @@ def caller_annotation(
                 f"traceparent {traceparent!r} is not a valid W3C traceparent "
                 "(00-<32 lowercase hex>-<16 lowercase hex>-<2 hex>, non-zero ids)"
             )
+        # the caller's span as given, with what else the current context carries
+        context = context_with_span(remote_span_context(*parsed), otel_context.get_current())
     if text is None or parsed is None:
         return None
     current = get_annotations()
@@ -105,7 +116,15 @@ def caller_annotation(
     else:
         tree = tree_trace(current)
         as_link = tree is not None and parsed[0] != tree[0]
-    return {"traceparent": text, "link": as_link}
+    annotation: dict[str, Any] = {"traceparent": text, "link": as_link}
+    # What else the context holds (tracestate, baggage...), as OTEL_PROPAGATORS says;
+    # the traceparent is there already.
+    carrier = propagation.inject(context) if context is not None else {}
+    if carrier.get("traceparent") == text:
+        del carrier["traceparent"]
+    if carrier:
+        annotation[CARRIER_KEY] = carrier
+    return annotation
 
 
 @contextmanager

@@ -238,6 +238,9 @@ class LogEntry:
     scope: str = ""
     #: Longest body string; 0: the attribute length limit (a profile is longer).
     body_length: int = 0
+    #: The trace's sampling decision, in the record's W3C flags (its span is exported
+    #: only when true).
+    sampled: bool = True
 
 
 @dataclass(frozen=True, slots=True)

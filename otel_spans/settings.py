@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from otel_spans.redact import redact_url, shown_headers
+from otel_spans.sampler import TraceSampler
 
 #: Most workflow attributes that become metric attributes (each multiplies the series).
 MAX_ATTRIBUTE_LABELS = 4
@@ -30,6 +31,14 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_ATTRIBUTE_LENGTH = 4096
 #: The OTel specification's default for every span count limit.
 DEFAULT_COUNT_LIMIT = 128
+#: Seconds that stand for "no limit" (a timeout of 0) where a library needs a number:
+#: a year, longer than any export and shorter than what ``threading`` and gRPC accept.
+NO_LIMIT_SECONDS = 365 * 24 * 3600.0
+
+
+def bounded(seconds: float) -> float:
+    """A timeout as a library takes it: "no limit" (``math.inf``) becomes a year."""
+    return min(seconds, NO_LIMIT_SECONDS)
 
 
 class ConfigError(ValueError):
@@ -50,7 +59,8 @@ class ExportTarget:
     endpoint: str | None = None
     protocol: Protocol = "grpc"
     headers: Mapping[str, str] = field(default_factory=dict)
-    #: Seconds one export call may take, retries included.
+    #: Seconds one export call may take, retries included; ``math.inf``: no limit
+    #: (pass it to libraries through :func:`bounded`).
     timeout: float = DEFAULT_TIMEOUT
     compression: Literal["gzip"] | None = None
     certificate: str | None = None
@@ -162,9 +172,10 @@ class TraceSettings:
     max_error_stories: int
     #: Client side default of ``otel_spans.span(link=None)``.
     caller_link: bool
-    #: Parent-based sampling: a workflow joining an unsampled caller's trace is not
-    #: exported (its metrics are); false exports every workflow whatever the caller says.
-    follow_caller_sampling: bool = True
+    #: The one sampling decision per trace (``OTEL_TRACES_SAMPLER``), the same on the
+    #: scheduler and the workers; parent-based by default: a workflow joining an
+    #: unsampled caller's trace is not exported (its metrics are).
+    sampler: TraceSampler = field(default_factory=TraceSampler)
 
 
 Temporality = Literal["cumulative", "delta", "lowmemory"]
@@ -192,19 +203,28 @@ class MetricsSettings:
     attribute_labels: tuple[str, ...] = ()
     #: Distinct values each of them takes at most before ``(overflow)``.
     max_attribute_values: int = 100
+    #: Seconds one collection and export of the metrics may take (``math.inf``: no
+    #: limit); the OTLP exporter's own ``timeout`` bounds each of its requests.
+    export_timeout: float = 30.0
 
 
 @dataclass(frozen=True)
 class RecordLimits:
     """The OTel attribute and span limits, applied to every span and log record
-    otel-spans builds (as the SDK would)."""
+    otel-spans builds (as the SDK would), each from its own ``OTEL_*`` variable."""
 
     #: Longest string attribute value, span name and status message (characters).
     attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH
-    #: Most attributes per span, event and link.
+    #: Most attributes per span.
     attribute_count: int = DEFAULT_COUNT_LIMIT
     events: int = DEFAULT_COUNT_LIMIT
     links: int = DEFAULT_COUNT_LIMIT
+    #: Most attributes per span event, and per link.
+    event_attribute_count: int = DEFAULT_COUNT_LIMIT
+    link_attribute_count: int = DEFAULT_COUNT_LIMIT
+    #: Longest attribute value (and body) of a log record, and most attributes on one.
+    log_attribute_length: int = DEFAULT_MAX_ATTRIBUTE_LENGTH
+    log_attribute_count: int = DEFAULT_COUNT_LIMIT
 
 
 CodeCapture = Literal["snippet", "location", "none"]

@@ -15,10 +15,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
-from opentelemetry.trace import SpanContext, TraceFlags
+from opentelemetry.trace import SpanContext, TraceFlags, get_current_span
 
-from otel_spans import ids, semconv
+from otel_spans import ids, propagation, semconv
+from otel_spans.sampler import TraceSampler
 from otel_spans.traceparent import context_with_span, parse_traceparent, remote_span_context
+
+_DEFAULT_SAMPLER = TraceSampler()
+#: Key of the ``otel_spans`` annotation holding the fields the caller's propagators
+#: wrote besides the traceparent (:mod:`otel_spans.propagation`).
+CARRIER_KEY = "carrier"
 
 
 def dask_span_ids(annotations: Mapping[str, Any]) -> Sequence[str]:
@@ -49,6 +55,17 @@ def tree_trace(annotations: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def _tree_of(annotations: Mapping[str, Any], root_uuid: str | None) -> tuple[int, int] | None:
+    tree = _tree_and_parent(annotations, root_uuid)
+    if tree is None:
+        return None
+    trace_id, parent_flags = tree
+    return trace_id, TraceFlags.SAMPLED if parent_flags is None else parent_flags
+
+
+def _tree_and_parent(
+    annotations: Mapping[str, Any], root_uuid: str | None
+) -> tuple[int, int | None] | None:
+    """``(trace_id, the caller's flags)``; the flags None when the tree starts a trace."""
     caller = annotations.get(semconv.ANNOTATION)
     # A missing "link" means false, as on the scheduler: both must pick the same trace.
     if isinstance(caller, Mapping) and not caller.get("link", False):
@@ -57,11 +74,14 @@ def _tree_of(annotations: Mapping[str, Any], root_uuid: str | None) -> tuple[int
             return parsed[0], parsed[2]
     if root_uuid is None:
         return None
-    return _root_trace_id(str(root_uuid)), TraceFlags.SAMPLED
+    return _root_trace_id(str(root_uuid)), None
 
 
 def task_span_context(
-    key: object, annotations: Mapping[str, Any], span_uuid: str | None = None
+    key: object,
+    annotations: Mapping[str, Any],
+    span_uuid: str | None = None,
+    sampler: TraceSampler = _DEFAULT_SAMPLER,
 ) -> SpanContext | None:
     """The span context of a running task's OTel span, or None when it has none.
 
@@ -71,6 +91,7 @@ def task_span_context(
     ``TaskState.span_id``); without it, the last of the ``span`` annotation's ids. The
     root of its tree is the first of those ids when the span is among them; a task
     outside them (no ``span`` annotation) is in Dask's default span, a root of its own.
+    Its ``sampled`` flag is ``sampler``'s decision for the trace, the scheduler's.
     """
     span_ids = dask_span_ids(annotations)
     if span_uuid is None:
@@ -78,13 +99,39 @@ def task_span_context(
             return None
         span_uuid = str(span_ids[-1])
     root = span_ids[0] if span_uuid in span_ids else span_uuid
-    tree = _tree_of(annotations, str(root))
+    tree = _tree_and_parent(annotations, str(root))
     if tree is None:
         return None
+    trace_id, parent_flags = tree
+    flags = (parent_flags or 0) & ~TraceFlags.SAMPLED
+    if sampler.sampled(trace_id, parent_flags):
+        flags |= TraceFlags.SAMPLED
     span_id = ids.task_run_span_id(span_uuid, str(key), 1)
-    return remote_span_context(tree[0], span_id, tree[1])
+    return remote_span_context(trace_id, span_id, flags)
 
 
-def task_context(span_context: SpanContext) -> Context:
-    """The OTel context a task runs in: the current one with the task's span in it."""
-    return context_with_span(span_context, None)
+def task_context(
+    span_context: SpanContext, annotations: Mapping[str, Any] | None = None
+) -> Context:
+    """The OTel context a task runs in: the task's span, in the context the caller's
+    propagated fields give (``carrier`` of the ``otel_spans`` annotation: baggage, and
+    the tracestate when the task is in the caller's trace); without them the current
+    context."""
+    caller = annotations.get(semconv.ANNOTATION) if annotations else None
+    carrier = caller.get(CARRIER_KEY) if isinstance(caller, Mapping) else None
+    if not isinstance(carrier, Mapping) or not carrier:
+        return context_with_span(span_context, None)
+    fields = dict(carrier)
+    traceparent = caller.get("traceparent") if isinstance(caller, Mapping) else None
+    if isinstance(traceparent, str):
+        fields.setdefault("traceparent", traceparent)
+    base = propagation.extract(fields)
+    if base is None:
+        return context_with_span(span_context, None)
+    caller_sc = get_current_span(base).get_span_context()
+    if caller_sc.trace_id == span_context.trace_id and caller_sc.trace_state:
+        sc = span_context
+        span_context = SpanContext(
+            sc.trace_id, sc.span_id, sc.is_remote, sc.trace_flags, caller_sc.trace_state
+        )
+    return context_with_span(span_context, base)

@@ -91,11 +91,20 @@ def caller_traceparent() -> str | None:
     Dask task, the task's span, which is remote); otherwise ``TRACEPARENT`` from the
     environment; otherwise None.
     """
+    found = caller_context()
+    return None if found is None else found[0]
+
+
+def caller_context() -> tuple[str, Context | None] | None:
+    """:func:`caller_traceparent` and the context it comes from: the current one, or
+    None when it comes from ``TRACEPARENT`` (whose companions ``TRACESTATE`` and
+    ``BAGGAGE`` the caller reads with :func:`otel_spans.propagation.env_context`)."""
     current = trace.get_current_span()
     sc = current.get_span_context()
     if sc.is_valid and (sc.is_remote or current.is_recording()):
-        return traceparent_of(sc)
-    return env_traceparent()
+        return traceparent_of(sc), otel_context.get_current()
+    text = env_traceparent()
+    return None if text is None else (text, None)
 
 
 def current_context() -> Context:

@@ -101,18 +101,15 @@ class Boolean(Parser):
 
 
 @dataclass(frozen=True)
-class Sampler(Boolean):
-    """``traces.follow-caller-sampling``; from ``OTEL_TRACES_SAMPLER`` as far as it
-    applies to Dask spans: the scheduler samples task runs itself (``traces.tasks``); a
-    workflow follows its caller's sampled flag (``parentbased_always_on``, the OTel
-    default) or ignores it (``always_on``). Other samplers are warned about and ignored."""
+class FollowCaller(Parser):
+    """``traces.follow-caller-sampling``, kept from 0.2: the ``traces.sampler`` it
+    stands for (false is ``always_on``, true ``parentbased_always_on``)."""
 
-    def from_env(self, name: str, text: str) -> bool:
-        samplers = {"parentbased_always_on": True, "always_on": False}
-        value = text.strip().lower()
-        if value not in samplers:
-            raise fail(name, text, " or ".join(samplers))
-        return samplers[value]
+    allowed: str = "true or false"
+
+    def __call__(self, key: str, value: Any) -> str:
+        follows = Boolean()(key, value)
+        return "parentbased_always_on" if follows else "always_on"
 
 
 @dataclass(frozen=True)
@@ -224,6 +221,28 @@ class Duration(Parser):
 
 
 @dataclass(frozen=True)
+class Timeout(Duration):
+    """Seconds one export may take; 0 is no limit (``math.inf``), as the OTel
+    specification says of every timeout variable (milliseconds there)."""
+
+    allowed: str = "a duration such as 5s, 500ms or a number of seconds; 0: no limit"
+
+    def __call__(self, key: str, value: Any) -> float:
+        seconds = Duration(allowed=self.allowed)(key, value)
+        return math.inf if seconds == 0 else seconds
+
+    def from_env(self, name: str, text: str) -> float:
+        allowed = "a number of milliseconds >= 0 (0: no limit)"
+        try:
+            millis = float(text)
+        except ValueError:
+            raise fail(name, text, allowed) from None
+        if not millis >= 0 or math.isinf(millis):
+            raise fail(name, text, allowed)
+        return math.inf if millis == 0 else millis / 1000
+
+
+@dataclass(frozen=True)
 class Choice(Parser):
     """One of ``choices``; from a variable, case-insensitive."""
 
@@ -313,19 +332,34 @@ class ReadableFile(Text):
 
 @dataclass(frozen=True)
 class Url(Parser):
-    """An endpoint; errors show it with its ``user:password@`` redacted."""
+    """An endpoint; errors show it with its ``user:password@`` redacted.
 
-    allowed: str = "an http:// or https:// URL with a host, e.g. http://collector:4317"
+    ``host:port`` without a scheme is accepted too (the OTel specification allows it
+    for OTLP/gRPC, where ``insecure`` then decides between TLS and plain text); the
+    resolver refuses it for OTLP/HTTP, which needs a scheme
+    (:func:`otel_spans.config.resolve.Resolver.endpoint`)."""
+
+    allowed: str = (
+        "an http:// or https:// URL with a host, e.g. http://collector:4317 (gRPC also host:port)"
+    )
 
     def __call__(self, key: str, value: Any) -> str:
         if not isinstance(value, str):
             raise fail(key, Shown(redact_url(repr(value))), self.allowed)
-        shown = redact_url(value.strip())
+        text = value.strip()
+        shown = redact_url(text)
+        bare = not has_scheme(text)
         try:
-            parsed = urllib.parse.urlparse(value.strip())
+            parsed = urllib.parse.urlparse("//" + text if bare else text)
             parsed.port  # noqa: B018 (raises ValueError on a bad port)
         except ValueError:
             raise fail(key, shown, self.allowed) from None
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        scheme_ok = bare or parsed.scheme in ("http", "https")
+        if not scheme_ok or not parsed.hostname or (bare and parsed.path not in ("", "/")):
             raise fail(key, shown, self.allowed)
-        return value.strip()
+        return text
+
+
+def has_scheme(url: str) -> bool:
+    """Whether an endpoint names its scheme (``http://c:4317``, not ``c:4317``)."""
+    return "://" in url

@@ -9,11 +9,11 @@ it were not set.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from otel_spans.config.parsers import NAMESPACE, ByteSize, fail, warn_ignored
+from otel_spans.config.parsers import NAMESPACE, ByteSize, fail, has_scheme, warn_ignored
 from otel_spans.config.table import (
     PROMETHEUS_DEFAULT_PORT,
     ROWS,
@@ -22,6 +22,7 @@ from otel_spans.config.table import (
     allowed_keys,
 )
 from otel_spans.redact import has_userinfo, redact_url, strip_userinfo
+from otel_spans.sampler import TraceSampler
 from otel_spans.settings import (
     CaptureSettings,
     ConfigError,
@@ -41,6 +42,8 @@ S = TypeVar("S", bound=Settings)
 
 #: Stands for "the table's default" in :meth:`Resolver.value`.
 _TABLE_DEFAULT: Any = object()
+#: Why a parsed value cannot be used where it is looked up (None: it can).
+Refuse = Callable[[Any], "str | None"]
 
 
 def canonical(d: dict[str, Any]) -> dict[str, Any]:
@@ -70,15 +73,22 @@ class Resolver:
             return False, None
         return True, row.parse(row.key, value)
 
-    def find(self, key: str, signal: str | None = None) -> tuple[str, Any] | None:
+    def find(
+        self, key: str, signal: str | None = None, refuse: Refuse | None = None
+    ) -> tuple[str, Any] | None:
         """(where the value came from, the value): the key, then each variable, in order.
 
         A variable the parser rejects is warned about once and skipped, as is one the
-        parser reads as "unset" (None). None when no layer gives a value.
+        parser reads as "unset" (None). ``refuse`` says why a parsed value cannot be
+        used here (None when it can): the key's raises, a variable's is skipped with a
+        warning. None when no layer gives a value.
         """
         row = SETTINGS[key]
         decides, value = self.key_value(row)
         if decides and not row.env_disables:
+            why = refuse(value) if refuse is not None and value is not None else None
+            if why is not None:
+                raise fail(key, redact_url(str(value)), why)
             return f"{NAMESPACE}.{key}", value
         for name in row.variables(signal):
             text = self.env.get(name, "").strip()
@@ -91,6 +101,10 @@ class Resolver:
                 warn_ignored(name, text, f"{why}; using the default")
                 continue
             if parsed is None:
+                continue
+            why = refuse(parsed) if refuse is not None else None
+            if why is not None:
+                warn_ignored(name, text, f"{why}; using the default")
                 continue
             if row.env_disables:  # the variable can only say "off"
                 return (name, False) if parsed else (f"{NAMESPACE}.{key}", value)
@@ -160,7 +174,7 @@ class Resolver:
                 ),
                 max_error_stories=v("traces.max-error-stories"),
                 caller_link=v("traces.caller-link"),
-                follow_caller_sampling=v("traces.follow-caller-sampling"),
+                sampler=self.sampler(),
             ),
             metrics=self.metrics(),
             logs=LogSettings(
@@ -185,8 +199,23 @@ class Resolver:
                 attribute_count=v("max-attribute-count"),
                 events=v("max-events"),
                 links=v("max-links"),
+                event_attribute_count=v("max-event-attribute-count"),
+                link_attribute_count=v("max-link-attribute-count"),
+                log_attribute_length=v("max-log-attribute-length"),
+                log_attribute_count=v("max-log-attribute-count"),
             ),
         )
+
+    def sampler(self) -> TraceSampler:
+        """``traces.sampler``; the deprecated ``traces.follow-caller-sampling`` key
+        decides when it is set and ``traces.sampler`` is not (a key beats a variable)."""
+        name = self.find("traces.sampler")
+        if name is None or not name[0].startswith(NAMESPACE):
+            old_set, old = self.key_value(SETTINGS["traces.follow-caller-sampling"])
+            if old_set:
+                name = (NAMESPACE, old)
+        chosen = name[1] if name is not None else self.value("traces.sampler")
+        return TraceSampler(chosen, self.value("traces.sampler-arg"))
 
     def metrics(self) -> MetricsSettings:
         exporters = self.find("metrics.exporter", "metrics")
@@ -215,6 +244,7 @@ class Resolver:
             currency=v("metrics.currency"),
             attribute_labels=v("metrics.attribute-labels"),
             max_attribute_values=v("metrics.max-attribute-values"),
+            export_timeout=v("metrics.export-timeout"),
         )
 
     def target(self, signal: str) -> ExportTarget:
@@ -282,14 +312,29 @@ class Resolver:
         lookup, where only the signal-specific variable is used as is: a general
         endpoint gets ``/v1/<signal>`` appended for OTLP/HTTP, as the OTel
         specification says."""
-        own: str | None = self.value(f"{signal}.endpoint")
+        refuse = None if protocol == "grpc" else _needs_scheme
+        own = self.find(f"{signal}.endpoint", refuse=refuse)
         if own is not None:
-            return own
-        found = self.find("endpoint", signal)
+            return self._with_scheme(str(own[1]), signal)
+        found = self.find("endpoint", signal, refuse=refuse)
         if found is None:
             return None
         source, url = found
         as_is = source == SETTINGS["endpoint"].variables(signal)[0]
         if protocol == "http/protobuf" and not as_is:
             url = url.rstrip("/") + f"/v1/{signal}"
-        return str(url)
+        return self._with_scheme(str(url), signal)
+
+    def _with_scheme(self, url: str, signal: str) -> str:
+        """A gRPC ``host:port`` with the scheme ``insecure`` implies (TLS unless true),
+        as the OTel specification says; every endpoint then carries its transport."""
+        if has_scheme(url):
+            return url
+        return ("http://" if self.value("insecure", signal) else "https://") + url
+
+
+def _needs_scheme(url: Any) -> str | None:
+    """OTLP/HTTP needs a URL with a scheme; only gRPC takes ``host:port``."""
+    if has_scheme(str(url)):
+        return None
+    return "an http:// or https:// URL (host:port without a scheme is for grpc only)"

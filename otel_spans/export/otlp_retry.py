@@ -23,7 +23,7 @@ import time
 
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
 from otel_spans.redact import redact_url
-from otel_spans.settings import ExportTarget
+from otel_spans.settings import ExportTarget, bounded
 from otel_spans.throttle import Throttle
 
 logger = logging.getLogger("otel_spans")
@@ -90,7 +90,7 @@ class OtlpSender:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            answer = self._attempt(body, remaining)
+            answer = self._attempt(body, bounded(remaining))
             if isinstance(answer, Sent):
                 return answer
             if answer == AT_ONCE:

@@ -23,8 +23,9 @@ logger = logging.getLogger("otel_spans")
 
 R = TypeVar("R")
 
-#: How long the exporter thread waits for a batch to fill before sending what it has.
-_BATCH_WAIT = 0.2
+#: How long the exporter thread waits for a batch to fill before sending what it has
+#: (seconds; the worker spans' batch processor is given the same).
+BATCH_WAIT = 0.2
 #: At most one "records dropped" warning per this many seconds.
 _WARN_EVERY = 30.0
 #: After the exporter thread's loop failed, it waits this long before it runs again, so
@@ -178,7 +179,7 @@ class ExportPipeline(Generic[R]):
     # -- exporter thread ------------------------------------------------------------------
     def _take(self) -> list[R]:
         if len(self._items) < self._batch_size and not self._closing:
-            self._wake.wait(_BATCH_WAIT)
+            self._wake.wait(BATCH_WAIT)
         self._wake.clear()
         batch: list[R] = []
         with self._lock:

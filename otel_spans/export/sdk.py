@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, Sp
 from otel_spans.export.console import TeeMetricExporter, TeeSpanExporter
 from otel_spans.export.files import OtlpJsonMetricExporter, OtlpJsonSpanExporter, writer_for
 from otel_spans.export.tls import grpc_credentials, http_session
-from otel_spans.settings import ExportTarget, Temporality
+from otel_spans.settings import ExportTarget, Temporality, bounded
 
 logger = logging.getLogger("otel_spans")
 
@@ -111,7 +111,7 @@ def _otlp_options(target: ExportTarget) -> dict[str, Any]:
             "insecure": target.insecure,
             "credentials": grpc_credentials(target),
             "headers": _Metadata((k.lower(), v) for k, v in target.headers.items()),
-            "timeout": target.timeout,
+            "timeout": bounded(target.timeout),
             "compression": grpc.Compression.Gzip if target.compression else None,
         }
     from opentelemetry.exporter.otlp.proto.http import Compression
@@ -122,7 +122,7 @@ def _otlp_options(target: ExportTarget) -> dict[str, Any]:
         "client_certificate_file": target.client_certificate,
         "client_key_file": target.client_key,
         "headers": dict(target.headers),
-        "timeout": target.timeout,
+        "timeout": bounded(target.timeout),
         "compression": Compression.Gzip if target.compression else Compression.NoCompression,
         "session": http_session(target),
     }

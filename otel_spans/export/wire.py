@@ -180,17 +180,17 @@ def _nested_value(value: object, max_length: int) -> bytes:
 
 
 def _key_values(
-    tag: bytes, attributes: Mapping[str, object], limits: RecordLimits
+    tag: bytes, attributes: Mapping[str, object], max_count: int, max_length: int
 ) -> tuple[bytes, int]:
-    """Repeated ``KeyValue`` fields under ``tag``: the first ``attribute_count`` pairs,
-    and how many were dropped. ``None`` values are left out, as the SDK does."""
+    """Repeated ``KeyValue`` fields under ``tag``: the first ``max_count`` pairs, values
+    cut to ``max_length``, and how many were dropped. ``None`` values are left out, as
+    the SDK does."""
     parts: list[bytes] = []
-    max_length = limits.attribute_length
     dropped = 0
     for key, value in attributes.items():
         if value is None:
             continue
-        if len(parts) == limits.attribute_count:
+        if len(parts) == max_count:
             dropped += 1
             continue
         if type(value) is str:  # the common case, without the dispatch of _any_value
@@ -229,7 +229,9 @@ def _span_id(span_id: int) -> bytes:
 
 
 def _event(event: WireEvent, limits: RecordLimits) -> bytes:
-    attributes, dropped = _key_values(_EVENT_ATTRIBUTE, event.attributes, limits)
+    attributes, dropped = _key_values(
+        _EVENT_ATTRIBUTE, event.attributes, limits.event_attribute_count, limits.attribute_length
+    )
     out = (
         _EVENT_TIME
         + _pack_fixed64(event.time_ns)
@@ -242,7 +244,9 @@ def _event(event: WireEvent, limits: RecordLimits) -> bytes:
 
 
 def _link(link: WireLink, limits: RecordLimits) -> bytes:
-    attributes, dropped = _key_values(_LINK_ATTRIBUTE, link.attributes, limits)
+    attributes, dropped = _key_values(
+        _LINK_ATTRIBUTE, link.attributes, limits.link_attribute_count, limits.attribute_length
+    )
     out = (
         _message(_LINK_TRACE_ID, _trace_id(link.trace_id))
         + _message(_LINK_SPAN_ID, _span_id(link.span_id))
@@ -292,7 +296,7 @@ def span(
         _SPAN_START + _pack_fixed64(start_ns),
         _SPAN_END + _pack_fixed64(max(end_ns, start_ns)),
     )
-    encoded, dropped = _key_values(_SPAN_ATTRIBUTE, attributes, limits)
+    encoded, dropped = _key_values(_SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length)
     parts.append(encoded)
     if dropped:
         parts.append(_SPAN_DROPPED_ATTRIBUTES + _varint(dropped))
@@ -326,30 +330,36 @@ def log_record(
     trace_id: int = 0,
     span_id: int = 0,
     event_name: str = "",
+    sampled: bool = True,
 ) -> bytes:
     """One ``LogRecord`` message (without its own tag), observed when it happened.
 
-    With a trace and span id the record is correlated with that (sampled) span.
+    With a trace and span id the record is correlated with that span; its flags carry
+    the trace's sampling decision (``sampled``).
     """
+    max_length = limits.log_attribute_length
     parts = [_LOG_TIME + _pack_fixed64(time_ns)]
     if severity_number:
         parts.append(_LOG_SEVERITY_NUMBER + _varint(severity_number))
     if severity_text:
-        parts.append(_message(_LOG_SEVERITY_TEXT, _text(severity_text, limits.attribute_length)))
-    parts.append(_message(_LOG_BODY, _nested_value(body, limits.attribute_length)))
-    encoded, dropped = _key_values(_LOG_ATTRIBUTE, attributes, limits)
+        parts.append(_message(_LOG_SEVERITY_TEXT, _text(severity_text, max_length)))
+    parts.append(_message(_LOG_BODY, _nested_value(body, max_length)))
+    encoded, dropped = _key_values(
+        _LOG_ATTRIBUTE, attributes, limits.log_attribute_count, max_length
+    )
     parts.append(encoded)
     if dropped:
         parts.append(_LOG_DROPPED_ATTRIBUTES + _varint(dropped))
     if trace_id and span_id:
+        if sampled:
+            parts.append(_LOG_FLAGS_SAMPLED)
         parts += (
-            _LOG_FLAGS_SAMPLED,
             _LOG_TRACE_ID + b"\x10" + _trace_id(trace_id),
             _LOG_SPAN_ID + b"\x08" + _span_id(span_id),
         )
     parts.append(_LOG_OBSERVED_TIME + _pack_fixed64(time_ns))
     if event_name:
-        parts.append(_message(_LOG_EVENT_NAME, _text(event_name, limits.attribute_length)))
+        parts.append(_message(_LOG_EVENT_NAME, _text(event_name, max_length)))
     return b"".join(parts)
 
 
@@ -366,8 +376,7 @@ class RequestEncoder:
         scope_name: str,
         scope_version: str = "",
     ):
-        unlimited = RecordLimits(attribute_length=1 << 30, attribute_count=1 << 30)
-        resource, _ = _key_values(_RESOURCE_ATTRIBUTE, resource_attributes, unlimited)
+        resource, _ = _key_values(_RESOURCE_ATTRIBUTE, resource_attributes, 1 << 30, 1 << 30)
         scope = _message(_SCOPE_NAME, scope_name.encode())
         if scope_version:
             scope += _message(_SCOPE_VERSION, scope_version.encode())

@@ -91,7 +91,7 @@ class DaskEvents:
         attributes: tuple[tuple[str, str], ...] = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
         if action is not None:
             attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
-        trace_id, span_id = self._context(msg)
+        trace_id, span_id, sampled = self._context(msg)
         self._submit(
             LogEntry(
                 time_ns=ns(time()),
@@ -102,6 +102,7 @@ class DaskEvents:
                 event_name=semconv.LOG_DASK_EVENT,
                 trace_id=trace_id,
                 span_id=span_id,
+                sampled=sampled,
             )
         )
 
@@ -129,20 +130,22 @@ class DaskEvents:
             return {k: v for k, v in msg.items() if k not in EXCEPTION_FIELDS}
         return dict(msg)
 
-    def _context(self, msg: Any) -> tuple[int, int]:
-        """Trace and span ids for an event that names a task key or a Dask span; else 0s."""
+    def _context(self, msg: Any) -> tuple[int, int, bool]:
+        """Trace and span ids, and the trace's sampling decision, for an event that
+        names a task key or a Dask span; else 0s."""
         if not isinstance(msg, dict):
-            return 0, 0
+            return 0, 0, False
         identity = self._identity_of_key(msg.get("key"))
         uuid = msg.get("span_id")
         if identity is None and isinstance(uuid, str):
             identity = self._identity(uuid)
         if identity is None:
-            return 0, 0
-        return identity.trace_id, identity.otel_span_id
+            return 0, 0, False
+        return identity.trace_id, identity.otel_span_id, identity.sampled
 
-    def about(self, value: object) -> tuple[int, int] | None:
-        """The trace and span ids of the Dask span a task key or span id names, if tracked.
+    def about(self, value: object) -> tuple[int, int, bool] | None:
+        """The trace and span ids of the Dask span a task key or span id names, if
+        tracked, and whether its trace is sampled.
 
         For Python log records, from whichever thread logged: dict lookups only.
         """
@@ -151,7 +154,7 @@ class DaskEvents:
             identity = self._identity(value)
         if identity is None:
             return None
-        return identity.trace_id, identity.otel_span_id
+        return identity.trace_id, identity.otel_span_id, identity.sampled
 
     def _identity_of_key(self, key: Any) -> SpanIdentity | None:
         uuid = span_uuid_of_key(self._scheduler, key) if key is not None else None

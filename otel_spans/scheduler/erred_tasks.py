@@ -84,7 +84,7 @@ def key_story(scheduler: Scheduler, key: Any) -> tuple[SpanEventRecord, ...]:
     return tuple(event for event in events if event is not None)
 
 
-def erred_log(record: TaskRecord, trace_id: int, *, kept: bool) -> LogEntry:
+def erred_log(record: TaskRecord, trace_id: int, *, kept: bool, sampled: bool = True) -> LogEntry:
     """The log record of an erred task: under its span when that is kept, else under
     its group's, so that the error is found from the trace either way."""
     exc = record.exception
@@ -104,4 +104,5 @@ def erred_log(record: TaskRecord, trace_id: int, *, kept: bool) -> LogEntry:
         event_name=semconv.LOG_TASK_ERRED,
         trace_id=trace_id,
         span_id=record.span_id if kept else record.parent_span_id,
+        sampled=sampled,
     )

@@ -33,13 +33,14 @@ def identity_of(
     """Who ``span`` (under ``root``) is for the rest of its life: fixed when first seen."""
     tags = tuple(clean(str(tag), settings.max_attribute_length) for tag in span.name)
     caller = callers.get(root.id)
-    sampled = True
+    parent_flags: int | None = None
     if caller is not None and not caller.as_link:
         trace_id = caller.trace_id  # the caller's trace: we are part of it
-        # parent-based sampling: the caller decided for its whole trace
-        sampled = caller.sampled or not settings.traces.follow_caller_sampling
+        parent_flags = caller.trace_flags
     else:
         trace_id = ids.workflow_trace_id(root.id)
+    # One decision per trace, the workers' too (otel_spans.sampler).
+    sampled = settings.traces.sampler.sampled(trace_id, parent_flags)
     return SpanIdentity(
         span.id,
         tags,

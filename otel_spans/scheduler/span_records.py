@@ -232,4 +232,5 @@ def started_log(root: Span, identity: SpanIdentity, url: str | None) -> LogEntry
         event_name=semconv.LOG_SPAN_STARTED,
         trace_id=identity.trace_id,
         span_id=identity.otel_span_id,
+        sampled=identity.sampled,
     )

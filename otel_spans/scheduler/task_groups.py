@@ -250,7 +250,8 @@ class TaskGroups:
             self.submit(record)
         if erred_here and self.log is not None:
             assert isinstance(record, TaskRecord)
-            self.log(erred_tasks.erred_log(record, span.trace_id, kept=decision is not None))
+            kept = decision is not None
+            self.log(erred_tasks.erred_log(record, span.trace_id, kept=kept, sampled=span.sampled))
         return pending.span_id if decision is not None and decision != "hold" else 0
 
     def _pending(

@@ -60,7 +60,7 @@ def safe_body(value: object, max_length: int, depth: int = 0) -> Any:
 
 def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
     """``entry`` as an encoded OTLP ``LogRecord``; its body and attributes bounded."""
-    max_length = limits.attribute_length
+    max_length = limits.log_attribute_length
     return wire.log_record(
         time_ns=entry.time_ns,
         severity_number=entry.severity_number,
@@ -71,6 +71,7 @@ def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
         trace_id=entry.trace_id,
         span_id=entry.span_id,
         event_name=entry.event_name,
+        sampled=entry.sampled,
     )
 
 

@@ -33,8 +33,9 @@ from otel_spans.telemetry.logs import LogSource
 
 logger = logging.getLogger("otel_spans")
 
-#: A value logged as an argument -> the (trace id, span id) of what it names, if known.
-About = Callable[[object], tuple[int, int] | None]
+#: A value logged as an argument -> the (trace id, span id, whether the trace is sampled)
+#: of what it names, if known.
+About = Callable[[object], tuple[int, int, bool] | None]
 
 #: How many of a record's arguments are looked up as task keys or span ids.
 _MAX_ARGS_LOOKED_UP = 4
@@ -100,7 +101,7 @@ class PythonLogs:
         self._producer.submit(self.entry(record))
 
     def entry(self, record: logging.LogRecord) -> LogEntry:
-        trace_id, span_id = self._context(record)
+        trace_id, span_id, sampled = self._context(record)
         return LogEntry(
             time_ns=int(record.created * 1e9),
             severity_number=severity_number(record.levelno),
@@ -111,6 +112,7 @@ class PythonLogs:
             trace_id=trace_id,
             span_id=span_id,
             scope=record.name,
+            sampled=sampled,
         )
 
     def _message(self, record: logging.LogRecord) -> str:
@@ -140,10 +142,12 @@ class PythonLogs:
                 )
         return attributes
 
-    def _context(self, record: logging.LogRecord) -> tuple[int, int]:
+    def _context(self, record: logging.LogRecord) -> tuple[int, int, bool]:
+        """Trace and span ids, and whether the trace is sampled: the current span's,
+        else those of what a logged argument names."""
         current = trace.get_current_span().get_span_context()
         if current.is_valid:  # logged inside a task (or other traced work)
-            return current.trace_id, current.span_id
+            return current.trace_id, current.span_id, current.trace_flags.sampled
         args = record.args
         if isinstance(args, tuple):
             for arg in args[:_MAX_ARGS_LOOKED_UP]:
@@ -151,7 +155,7 @@ class PythonLogs:
                     found = self._about(arg)
                     if found is not None:
                         return found
-        return 0, 0
+        return 0, 0, False
 
 
 def _knows_nothing(value: object) -> None:

@@ -34,7 +34,7 @@ from otel_spans.records import (
     ProfileRecord,
     SpanRecord,
 )
-from otel_spans.settings import ConfigError, Settings
+from otel_spans.settings import ConfigError, Settings, bounded
 from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord
 from otel_spans.telemetry import logs, python_logs, traces
 from otel_spans.telemetry.metrics import Instruments, MetricsState
@@ -223,7 +223,7 @@ class Signals:
                 PeriodicExportingMetricReader(
                     self._metric_exporter,
                     export_interval_millis=m.interval * 1000,
-                    export_timeout_millis=m.target.timeout * 1000,
+                    export_timeout_millis=bounded(m.export_timeout) * 1000,
                 )
             )
         self.meter_provider = MeterProvider(

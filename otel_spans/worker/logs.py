@@ -29,7 +29,7 @@ class _Process:
         #: Each live worker's lookup of what a logged key or span id means.
         self.abouts: list[python_logs.About] = []
 
-    def about(self, value: object) -> tuple[int, int] | None:
+    def about(self, value: object) -> tuple[int, int, bool] | None:
         for about in list(self.abouts):
             found = about(value)
             if found is not None:

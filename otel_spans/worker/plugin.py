@@ -46,10 +46,11 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from opentelemetry import context as otel_context
 
-from otel_spans import semconv, task_trace, traceparent
+from otel_spans import semconv, task_trace
 from otel_spans.config import Settings
 from otel_spans.error_budget import ErrorBudget
 from otel_spans.export.resource import build_resource
+from otel_spans.sampler import TraceSampler
 from otel_spans.throttle import Throttle
 from otel_spans.worker import logs as worker_logs
 from otel_spans.worker import tracing as worker_tracing
@@ -93,7 +94,7 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         #: What ``execute`` was before us, when it was already shadowed on the instance.
         self._shadowed: Execute | None = None
         self._internal_errors = 0
-        self._force_sampled = False
+        self._sampler = TraceSampler()
         self._error_log = Throttle(_ERROR_LOG_EVERY)
         self._budget = ErrorBudget()
         #: Set once the budget is spent: ``execute`` passes every task straight through.
@@ -116,13 +117,15 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
 
         self._lease = worker_tracing.acquire(settings, resource)
         self._logs = worker_logs.acquire(
-            settings, lambda: resource().attributes, _task_span_of_key(worker)
+            settings,
+            lambda: resource().attributes,
+            _task_span_of_key(worker, settings.traces.sampler),
         )
         # After this copy's leases are taken, the old ones are never the process's
         # last: giving them back releases nothing that blocks.
         _release_off_loop(replaced)
-        # The scheduler exports an unsampled caller's workflow anyway: so do task spans.
-        self._force_sampled = not settings.traces.follow_caller_sampling
+        # The trace's one sampling decision, as the scheduler makes it.
+        self._sampler = settings.traces.sampler
         self._shadowed = worker.__dict__.get("execute")
         self._wrapper = self._wrap(worker, worker.execute)
         setattr(worker, "execute", self._wrapper)  # noqa: B010 (mypy forbids method-assign)
@@ -213,13 +216,12 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         """What a task runs with: its context and its children counter."""
         if ts is None or self._lease is None:
             return None
-        sc = task_trace.task_span_context(key, ts.annotations or {}, ts.span_id)
+        annotations = ts.annotations or {}
+        sc = task_trace.task_span_context(key, annotations, ts.span_id, self._sampler)
         if sc is None:
             return None
-        if self._force_sampled and not sc.trace_flags.sampled:
-            sc = traceparent.sampled(sc)
         run = worker_tracing.begin_run(sc.trace_id, sc.span_id)
-        return ts, task_trace.task_context(sc), run
+        return ts, task_trace.task_context(sc, annotations), run
 
     def _internal_error(self) -> None:
         """Count and (rate-limited) log a bug of ours; once the :class:`ErrorBudget` is
@@ -255,19 +257,22 @@ def _release_off_loop(releases: list[Callable[[], None]]) -> None:
             loop.run_in_executor(None, release)
 
 
-def _task_span_of_key(worker: Worker) -> Callable[[object], tuple[int, int] | None]:
-    """What a Python log record naming a task key of ``worker`` is about: its task span."""
+def _task_span_of_key(
+    worker: Worker, sampler: TraceSampler
+) -> Callable[[object], tuple[int, int, bool] | None]:
+    """What a Python log record naming a task key of ``worker`` is about: its task span,
+    and whether its trace is sampled."""
     tasks = worker.state.tasks
 
-    def about(value: Any) -> tuple[int, int] | None:
+    def about(value: Any) -> tuple[int, int, bool] | None:
         try:
             ts = tasks.get(value)
         except TypeError:  # a tuple holding something unhashable
             return None
         if ts is None:
             return None
-        sc = task_trace.task_span_context(value, ts.annotations or {}, ts.span_id)
-        return None if sc is None else (sc.trace_id, sc.span_id)
+        sc = task_trace.task_span_context(value, ts.annotations or {}, ts.span_id, sampler)
+        return None if sc is None else (sc.trace_id, sc.span_id, sc.trace_flags.sampled)
 
     return about
 

@@ -33,8 +33,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_spans.config import Settings
-from otel_spans.export.pipeline import call_with_deadline
+from otel_spans.export.pipeline import BATCH_WAIT, call_with_deadline
 from otel_spans.export.sdk import CountingSpanExporter, make_span_exporter
+from otel_spans.settings import bounded
 
 logger = logging.getLogger("otel_spans")
 
@@ -82,10 +83,14 @@ class _Export:
         )
         self.queue_size = settings.queue_size
         self.shutdown_timeout = settings.shutdown_timeout
+        # Every option explicit: the SDK reads no OTEL_BSP_* variable, so worker spans
+        # are batched as every other signal of every process is (docs/configuration.md).
         self.processor = BatchSpanProcessor(
             self.exporter,
             max_queue_size=settings.queue_size,
             max_export_batch_size=min(settings.batch_size, settings.queue_size),
+            schedule_delay_millis=BATCH_WAIT * 1000,
+            export_timeout_millis=bounded(settings.traces.target.timeout) * 1000,
         )
         # Private in the SDK; without it drops go uncounted, nothing else changes.
         batch = getattr(self.processor, "_batch_processor", None)
@@ -237,16 +242,20 @@ def acquire(settings: Settings, resource: Callable[[], Resource]) -> Lease:
 
 def _install(settings: Settings, resource: Callable[[], Resource]) -> trace.TracerProvider:
     """Set our provider as the global one; what is global afterwards (another thread may win)."""
+    limits = settings.record_limits
     provider = TracerProvider(
+        # The scheduler's decision for the trace, made again alike (otel_spans.sampler):
+        # never the SDK's own reading of OTEL_TRACES_SAMPLER.
+        sampler=settings.traces.sampler.sdk_sampler(),
         resource=resource(),
         span_limits=SpanLimits(
-            max_span_attribute_length=settings.record_limits.attribute_length,
-            max_attribute_length=settings.record_limits.attribute_length,
-            max_span_attributes=settings.record_limits.attribute_count,
-            max_event_attributes=settings.record_limits.attribute_count,
-            max_link_attributes=settings.record_limits.attribute_count,
-            max_events=settings.record_limits.events,
-            max_links=settings.record_limits.links,
+            max_span_attribute_length=limits.attribute_length,
+            max_attribute_length=limits.attribute_length,
+            max_span_attributes=limits.attribute_count,
+            max_event_attributes=limits.event_attribute_count,
+            max_link_attributes=limits.link_attribute_count,
+            max_events=limits.events,
+            max_links=limits.links,
         ),
     )
     provider.add_span_processor(_process.processor)

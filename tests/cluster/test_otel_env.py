@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from opentelemetry.util._once import Once
 
 from otel_spans import config
 from otel_spans.config import Settings
+from otel_spans.sampler import SAMPLERS, TraceSampler
+from otel_spans.settings import NO_LIMIT_SECONDS, bounded
 from otel_spans.worker import tracing
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import FAST, await_until, cluster_test, traced_cluster
@@ -31,6 +34,9 @@ from tests.support.cluster import FAST, await_until, cluster_test, traced_cluste
 @pytest.fixture(autouse=True)
 def _clean(clean_otel_env: None) -> None:
     """Every test here starts without the machine's OTEL_* variables."""
+
+
+DEFAULT_SAMPLER = "parentbased_always_on"
 
 
 def resolve(env: dict[str, str], **overrides: Any) -> Settings:
@@ -59,11 +65,25 @@ BAD_VALUES: list[tuple[str, str, Any, Any]] = [
     ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", lambda s: s.traces.target.compression, None),
     ("OTEL_EXPORTER_OTLP_INSECURE", "yes", lambda s: s.traces.target.insecure, False),
     ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "many", lambda s: s.record_limits.attribute_count, 128),
+    ("OTEL_TRACES_SAMPLER", "jaeger_remote", lambda s: s.traces.sampler.name, DEFAULT_SAMPLER),
+    ("OTEL_TRACES_SAMPLER", "xray", lambda s: s.traces.sampler.name, DEFAULT_SAMPLER),
+    ("OTEL_TRACES_SAMPLER_ARG", "1.5", lambda s: s.traces.sampler.ratio, 1.0),
+    ("OTEL_TRACES_SAMPLER_ARG", "half", lambda s: s.traces.sampler.ratio, 1.0),
+    ("OTEL_METRIC_EXPORT_TIMEOUT", "-1", lambda s: s.metrics.export_timeout, 30.0),
+    ("OTEL_METRIC_EXPORT_TIMEOUT", "soon", lambda s: s.metrics.export_timeout, 30.0),
+    ("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "x", lambda s: s.record_limits.event_attribute_count, 128),
+    ("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", "-1", lambda s: s.record_limits.link_attribute_count, 128),
     (
-        "OTEL_TRACES_SAMPLER",
-        "traceidratio",
-        lambda s: s.traces.follow_caller_sampling,
-        True,
+        "OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT",
+        "1.5",
+        lambda s: s.record_limits.log_attribute_count,
+        128,
+    ),
+    (
+        "OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+        "0",
+        lambda s: s.record_limits.log_attribute_length,
+        4096,
     ),
     (
         "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
@@ -231,19 +251,101 @@ async def test_the_scheduler_starts_and_exports_with(
                 assert '"name": "works"' in out or '"name":"works"' in out
 
 
-@pytest.mark.parametrize(
-    ("sampler", "follows"),
-    [("always_on", False), ("ALWAYS_ON", False), ("parentbased_always_on", True)],
-)
-def test_the_sampler_variable_decides_whether_workflows_follow_their_caller(
-    sampler: str, follows: bool
-) -> None:
-    assert resolve({"OTEL_TRACES_SAMPLER": sampler}).traces.follow_caller_sampling is follows
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_every_builtin_sampler_is_read_case_insensitively(sampler: str) -> None:
+    env = {"OTEL_TRACES_SAMPLER": sampler.upper(), "OTEL_TRACES_SAMPLER_ARG": "0.25"}
+    assert resolve(env).traces.sampler == TraceSampler(sampler, 0.25)  # type: ignore[arg-type]
     # the otel-spans key, when set, wins
-    key = {"traces": {"follow-caller-sampling": not follows}}
-    assert resolve({"OTEL_TRACES_SAMPLER": sampler}, **key).traces.follow_caller_sampling is (
-        not follows
-    )
+    assert resolve(env, traces={"sampler": "always_off"}).traces.sampler.name == "always_off"
+
+
+def test_the_sampler_defaults_are_the_specifications() -> None:
+    assert resolve({}).traces.sampler == TraceSampler("parentbased_always_on", 1.0)
+    assert resolve({"OTEL_TRACES_SAMPLER": "traceidratio"}).traces.sampler.ratio == 1.0
+
+
+@pytest.mark.parametrize(("follows", "sampler"), [(True, DEFAULT_SAMPLER), (False, "always_on")])
+def test_the_deprecated_follow_caller_key_still_decides(follows: bool, sampler: str) -> None:
+    """0.2's ``traces.follow-caller-sampling`` is ``traces.sampler`` when that is not
+    set; a key beats the variable, and ``traces.sampler`` beats it."""
+    old = {"traces": {"follow-caller-sampling": follows}}
+    assert resolve({}, **old).traces.sampler.name == sampler
+    assert resolve({"OTEL_TRACES_SAMPLER": "always_off"}, **old).traces.sampler.name == sampler
+    both = {"traces": {"follow-caller-sampling": follows, "sampler": "traceidratio"}}
+    assert resolve({}, **both).traces.sampler.name == "traceidratio"
+
+
+@pytest.mark.parametrize(
+    ("name", "read"),
+    [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", lambda s: s.traces.target.timeout),
+        ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", lambda s: s.metrics.target.timeout),
+        ("OTEL_METRIC_EXPORT_TIMEOUT", lambda s: s.metrics.export_timeout),
+    ],
+)
+def test_a_timeout_of_zero_is_no_limit(name: str, read: Any) -> None:
+    """The specification: a timeout variable of 0 means no limit (not refused)."""
+    assert read(resolve({name: "0"})) == math.inf
+    assert read(resolve({name: "2500"})) == 2.5
+    # libraries get a number: a year stands for "no limit"
+    assert bounded(math.inf) == NO_LIMIT_SECONDS and bounded(2.5) == 2.5
+
+
+def test_the_otel_spans_timeout_keys_take_zero_as_no_limit_too() -> None:
+    settings = resolve({}, timeout=0, metrics={"export-timeout": "0s"})
+    assert settings.traces.target.timeout == settings.metrics.export_timeout == math.inf
+
+
+def test_the_metric_export_timeout_is_read_not_overridden() -> None:
+    """``OTEL_METRIC_EXPORT_TIMEOUT`` bounds one collection and export (default 30 s, as
+    specified); the OTLP exporter's own timeout stays the per-request bound."""
+    settings = resolve({"OTEL_METRIC_EXPORT_TIMEOUT": "45000"})
+    assert (settings.metrics.export_timeout, settings.metrics.target.timeout) == (45.0, 10.0)
+    assert resolve({}).metrics.export_timeout == 30.0
+
+
+@pytest.mark.parametrize(
+    ("insecure", "endpoint"),
+    [(None, "https://collector:4317"), ("false", "https://collector:4317"),
+     ("true", "http://collector:4317")],
+)  # fmt: skip
+def test_a_grpc_endpoint_without_a_scheme_is_accepted(
+    insecure: str | None, endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The specification accepts ``host:port`` for OTLP/gRPC, where ``insecure`` (default
+    false) chooses TLS or plain text; the endpoint then carries the scheme it implies."""
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}
+    if insecure is not None:
+        env["OTEL_EXPORTER_OTLP_INSECURE"] = insecure
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        target = resolve(env).traces.target
+    assert (target.kind, target.protocol, target.endpoint) == ("otlp", "grpc", endpoint)
+    assert not warnings_about(caplog, "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def test_an_http_endpoint_without_a_scheme_is_warned_about_and_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+    }
+    with caplog.at_level(logging.WARNING, logger="otel_spans"):
+        target = resolve(env).traces.target
+    assert target.endpoint == "http://c:4318/v1/traces"  # the next layer decides
+    (warning,) = warnings_about(caplog, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    assert "grpc only" in warning
+    with pytest.raises(config.ConfigError, match=r"otel-spans\.traces\.endpoint"):
+        resolve({}, protocol="http/protobuf", traces={"endpoint": "collector:4318"})
+
+
+def test_the_prometheus_endpoint_binds_localhost_unless_told() -> None:
+    """The specification's default host is localhost (it was 0.0.0.0)."""
+    env = {"OTEL_METRICS_EXPORTER": "prometheus"}
+    assert resolve(env).metrics.prometheus_host == "localhost"
+    env["OTEL_EXPORTER_PROMETHEUS_HOST"] = "0.0.0.0"
+    assert resolve(env).metrics.prometheus_host == "0.0.0.0"
 
 
 @pytest.mark.parametrize("value", ["abc", "70000", "-1"])
@@ -363,5 +465,48 @@ def test_a_tracer_provider_variable_keeps_the_users_provider(
         assert tracing._process.processor.export is None  # nor exports the user's spans
         assert (tracing._process.adopted is users) is sdk  # children counted on an SDK one
         assert lease.stats() == {"provider": "user"}
+    finally:
+        lease.release()
+
+
+def test_the_workers_provider_takes_the_resolved_sampler_limits_and_batching(
+    fresh_tracer_provider: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The SDK would read OTEL_TRACES_SAMPLER, the limits and OTEL_BSP_* itself for a
+    provider given none: the worker's gets them all, resolved as the scheduler's are."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    env = {
+        "OTEL_TRACES_SAMPLER": "traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0",
+        "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "3",
+        "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT": "2",
+        "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT": "1",
+        "OTEL_BSP_SCHEDULE_DELAY": "60000",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # the sampler as a key would set it; the files of the embedded default in tmp_path
+    settings = resolve(env, traces={"sampler": "always_on"}, directory=str(tmp_path))
+    lease = tracing.acquire(settings, Resource.create)
+    try:
+        provider = trace.get_tracer_provider()
+        assert isinstance(provider, TracerProvider) and lease.provider == "otel-spans"
+        assert provider.sampler.get_description() == "AlwaysOnSampler"
+        spans = InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(spans))
+        tracer = provider.get_tracer("t")
+        many = {f"a{i}": i for i in range(5)}
+        link = trace.Link(trace.SpanContext(1, 2, True), many)
+        with tracer.start_as_current_span("s", attributes=many, links=[link]) as span:
+            span.add_event("e", many)
+        (done,) = spans.get_finished_spans()
+        assert done.dropped_attributes == 2
+        assert len(done.events[0].attributes) == 2 and len(done.links[0].attributes) == 1
+        export = tracing._process.processor.export
+        assert export is not None
+        batch: Any = export.processor._batch_processor  # private: the delay is not exposed
+        assert batch._schedule_delay == 0.2  # otel-spans' batch wait, not OTEL_BSP_*
     finally:
         lease.release()

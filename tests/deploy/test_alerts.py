@@ -82,6 +82,7 @@ def test_the_alerts_an_operator_needs_exist() -> None:
     assert "quantile_over_time(0.5" in alerts["DaskWorkflowSlow"]
     assert "otel_spans_internal_errors_total" in alerts["OtelSpansInternalErrors"]
     assert "otel_spans_cardinality_overflow_total" in alerts["OtelSpansCardinalityOverflow"]
+    assert "otel_spans_hooks_disabled" in alerts["OtelSpansSchedulerNotReporting"]
     for rule in rules():
         if "alert" in rule:
             labels = rule["labels"]
@@ -131,3 +132,71 @@ def test_the_history_rules_count_a_first_run_and_judge_against_a_band() -> None:
     ):
         assert upper in by_name[alert], alert
         assert "quantile_over_time(0.5" in by_name[upper.replace("upper7d", "median7d")]
+
+
+# -- one alert per scheduler, for the right reason, with a runbook ---------------------
+RUNBOOK = ROOT / "docs" / "runbook.md"
+#: The scrape job of the scheduler's own endpoint (deploy/prometheus.yml); the OTLP
+#: path's job is the service name.
+SCRAPE_JOB = "dask-scheduler"
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of the markdown's headings."""
+    return {
+        re.sub(r"[^a-z0-9 _-]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", markdown, flags=re.M)
+    }
+
+
+def test_every_alert_links_its_own_runbook_section() -> None:
+    sections = anchors(RUNBOOK.read_text())
+    for rule in rules():
+        if "alert" in rule:
+            annotations = rule["annotations"]
+            assert isinstance(annotations, dict)
+            path, _, anchor = str(annotations["runbook_url"]).partition("#")
+            assert (ROOT / path) == RUNBOOK, rule["alert"]
+            assert anchor == str(rule["alert"]).lower() and anchor in sections, rule["alert"]
+
+
+def test_records_lost_counts_every_loss_outcome() -> None:
+    """Every ``otel_spans.outcome`` but submitted and exported is a loss: the rule
+    selects exactly those, as the code and docs/telemetry.md name them."""
+    from otel_spans.telemetry.metrics import OUTCOMES
+
+    expr = next(str(r["expr"]) for r in rules() if r.get("alert") == "OtelSpansRecordsLost")
+    selected = {
+        frozenset(regex.split("|")) for regex in re.findall(r'otel_spans_outcome=~"([^"]+)"', expr)
+    }
+    losses = frozenset(OUTCOMES) - {"submitted", "exported"}
+    assert selected == {losses}
+    telemetry = (ROOT / "docs" / "telemetry.md").read_text().splitlines()
+    (row,) = [line for line in telemetry if line.startswith("| `otel_spans.outcome`")]
+    explained = set(re.findall(r"`([a-z_]+)` \(", row))  # "`dropped` (queue full)"
+    assert explained == losses
+
+
+def test_every_alert_on_otel_spans_metrics_is_tested_fed_both_ways() -> None:
+    """Each alert on otel-spans' metrics has a unit test whose series come both pushed
+    (OTLP: job = service name) and scraped (job dask-scheduler), and fires once."""
+    ours = expected_metric_names() | {str(r["record"]) for r in rules() if "record" in r}
+    alerts = {
+        str(r["alert"])
+        for r in rules()
+        if "alert" in r and set(re.findall(r"[a-zA-Z0-9_:]+", str(r["expr"]))) & ours
+    }
+    assert {"OtelSpansRecordsLost", "DaskTasksErred", "DaskWorkflowSlow"} <= alerts
+    fired_once: set[str] = set()
+    for case in yaml.safe_load(RULE_TESTS.read_text())["tests"]:
+        jobs = {
+            match
+            for series in case["input_series"]
+            for match in re.findall(r'\bjob="([^"]+)"', series["series"])
+        }
+        if SCRAPE_JOB not in jobs or len(jobs) < 2:
+            continue
+        for check in case.get("alert_rule_test", []):
+            if len(check["exp_alerts"]) == 1:
+                fired_once.add(check["alertname"])
+    assert alerts <= fired_once, alerts - fired_once

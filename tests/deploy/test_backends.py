@@ -293,6 +293,8 @@ NEED_HISTORY = {
     "DaskWorkflowSlowerThanUsual": "reads the band of the 7 days before the hour",
     "DaskStageSlowerThanUsual": "reads the band of the 7 days before the hour",
     "DaskWorkflowCostAboveUsual": "reads the band of the 7 days before the hour",
+    "OtelSpansSchedulerNotReporting": "fires only once a scheduler that reported has been "
+    "silent for 5 minutes; this one still reports",
 }
 
 

@@ -7,12 +7,13 @@ back-off. Checked by what reached the receiver, not by mocks.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
 import pytest
 
-from otel_spans.config import ExportTarget, RecordLimits
+from otel_spans.config import ExportTarget, RecordLimits, Settings
 from otel_spans.export import wire as otlp_wire
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.senders import PROTOCOLS, request, sender_for, target
@@ -157,3 +158,38 @@ def test_a_hand_built_grpc_target_with_a_password_sends_and_never_shows_it(
     assert [s.name for s in receiver.spans()] == ["hello"]
     assert "hunter2-secret" not in caplog.text
     assert "hunter2-secret" not in repr(sender)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_timeout_of_zero_is_no_limit_and_still_delivers(
+    receiver: OtlpReceiver, protocol: str
+) -> None:
+    """``OTEL_EXPORTER_OTLP_TIMEOUT=0``: no limit (``math.inf`` in the settings), which
+    the transports get as a number they accept."""
+    base = receiver.grpc_endpoint if protocol == "grpc" else receiver.http_endpoint
+    settings = Settings.from_config(
+        {"endpoint": base, "protocol": protocol}, environ={"OTEL_EXPORTER_OTLP_TIMEOUT": "0"}
+    )
+    assert settings.traces.target.timeout == math.inf
+    sender = sender_for(settings.traces.target)
+    try:
+        assert sender.send(request("unbounded"))
+    finally:
+        sender.shutdown()
+    assert [s.name for s in receiver.spans()] == ["unbounded"]
+
+
+def test_a_grpc_endpoint_without_a_scheme_is_sent_to(receiver: OtlpReceiver) -> None:
+    """``host:port`` for gRPC, ``insecure`` true: plain text to that host and port."""
+    host_port = receiver.grpc_endpoint.split("://", 1)[1]
+    settings = Settings.from_config(
+        {},
+        environ={"OTEL_EXPORTER_OTLP_ENDPOINT": host_port, "OTEL_EXPORTER_OTLP_INSECURE": "true"},
+    )
+    assert settings.traces.target.endpoint == f"http://{host_port}"
+    sender = sender_for(settings.traces.target)
+    try:
+        assert sender.send(request("scheme-less"))
+    finally:
+        sender.shutdown()
+    assert [s.name for s in receiver.spans()] == ["scheme-less"]

@@ -37,6 +37,8 @@ SHARED = (
     "context",
     "traceparent",
     "task_trace",
+    "sampler",
+    "propagation",
     "throttle",
     "error_budget",
     "markup",

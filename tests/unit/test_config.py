@@ -144,10 +144,12 @@ def test_describe_never_shows_header_values() -> None:
             r"otel-spans\.protocol: invalid value 'udp'; expected grpc or http/protobuf",
         ),
         (
-            {"endpoint": "collector:4317"},
+            {"endpoint": "collector:4317", "protocol": "http/protobuf"},
             {},
             r"otel-spans\.endpoint: invalid value 'collector:4317'; expected an http://",
         ),
+        ({"endpoint": "ftp://collector:4317"}, {}, r"otel-spans\.endpoint: invalid value"),
+        ({"endpoint": "collector:4317/v1"}, {}, r"otel-spans\.endpoint: invalid value"),
         ({"endpoint": "http://:4317"}, {}, r"otel-spans\.endpoint: invalid value"),
         ({"endpoint": "http://c:99999"}, {}, r"otel-spans\.endpoint: invalid value"),
         ({"endpoint": 4317}, {}, r"otel-spans\.endpoint: invalid value 4317"),
@@ -251,18 +253,40 @@ def test_bad_values_name_key_value_and_what_is_allowed(
 
 
 def test_span_limits_follow_the_otel_variables_unless_set_here() -> None:
-    assert resolve().record_limits == RecordLimits(4096, 128, 128, 128)
+    assert resolve().record_limits == RecordLimits(4096, 128, 128, 128, 128, 128, 4096, 128)
     env = {
         "OTEL_ATTRIBUTE_COUNT_LIMIT": "64",
         "OTEL_SPAN_EVENT_COUNT_LIMIT": "10",
         "OTEL_SPAN_LINK_COUNT_LIMIT": "5",
         "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "100",
     }
-    assert resolve(env).record_limits == RecordLimits(100, 64, 10, 5)
+    # the general variables apply to every record's attributes
+    assert resolve(env).record_limits == RecordLimits(100, 64, 10, 5, 64, 64, 100, 64)
     assert resolve(env, max_events=3, max_attribute_count=7).record_limits == RecordLimits(
-        100, 7, 3, 5
+        100, 7, 3, 5, 64, 64, 100, 64
     )
     assert resolve(env).max_attribute_length == 100
+
+
+def test_each_record_kind_has_its_own_limit_variable() -> None:
+    """A span-specific variable limits spans only; events, links and log records each
+    read their own, then the general one (the specification's layering)."""
+    env = {
+        "OTEL_ATTRIBUTE_COUNT_LIMIT": "64",
+        "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "5",
+        "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT": "6",
+        "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT": "7",
+        "OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT": "8",
+        "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "90",
+        "OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT": "80",
+    }
+    limits = resolve(env).record_limits
+    assert limits == RecordLimits(90, 5, 128, 128, 6, 7, 80, 8)
+    only_span = resolve({"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "5"}).record_limits
+    assert (only_span.attribute_count, only_span.event_attribute_count) == (5, 128)
+    assert (only_span.link_attribute_count, only_span.log_attribute_count) == (128, 128)
+    keys = {"max_log_attribute_count": 3, "max_log_attribute_length": 30}
+    assert resolve(env, **keys).record_limits == RecordLimits(90, 5, 128, 128, 6, 7, 30, 3)
 
 
 def test_capture_defaults_keep_code_and_messages() -> None:
@@ -319,5 +343,5 @@ def test_prometheus_exporter_from_environment() -> None:
     m = resolve(metrics={"prometheus-port": 0, "cpu-hour-price": "0.04"}).metrics
     assert m.target.kind == "file"
     assert m.prometheus_port == 0
-    assert m.prometheus_host == "0.0.0.0"
+    assert m.prometheus_host == "localhost"  # the specification's default
     assert m.cpu_hour_price == 0.04

@@ -25,8 +25,35 @@ from otel_spans.settings import (
 )
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-#: Variables the docs list that the OTel SDK reads itself (not a row of the table).
-READ_BY_THE_SDK = {"OTEL_RESOURCE_ATTRIBUTES"}
+#: Variables the docs list that the OTel SDK or API reads itself (not a row of the table).
+READ_BY_THE_SDK = {"OTEL_RESOURCE_ATTRIBUTES", "OTEL_PROPAGATORS", "OTEL_PYTHON_TRACER_PROVIDER"}
+#: Every variable of the OTel SDK configuration specification (environment variables)
+#: that applies to a Python SDK's traces, metrics and logs: each is read (a row of the
+#: table of variables read) or listed, with the reason, as not read.
+SPECIFIED = {
+    "OTEL_SDK_DISABLED", "OTEL_ENTITIES", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME",
+    "OTEL_LOG_LEVEL", "OTEL_PROPAGATORS", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT", "OTEL_BSP_MAX_QUEUE_SIZE",
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "OTEL_BLRP_SCHEDULE_DELAY", "OTEL_BLRP_EXPORT_TIMEOUT",
+    "OTEL_BLRP_MAX_QUEUE_SIZE", "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE",
+    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_SPAN_EVENT_COUNT_LIMIT", "OTEL_SPAN_LINK_COUNT_LIMIT",
+    "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT",
+    "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_LOGS_EXPORTER",
+    "OTEL_METRICS_EXEMPLAR_FILTER", "OTEL_METRIC_EXPORT_INTERVAL", "OTEL_METRIC_EXPORT_TIMEOUT",
+    "OTEL_EXPORTER_PROMETHEUS_HOST", "OTEL_EXPORTER_PROMETHEUS_PORT",
+    "OTEL_EXPORTER_ZIPKIN_ENDPOINT", "OTEL_EXPORTER_ZIPKIN_TIMEOUT", "OTEL_CONFIG_FILE",
+    *(
+        f"OTEL_EXPORTER_OTLP{signal}_{option}"
+        for signal in ("", "_TRACES", "_METRICS", "_LOGS")
+        for option in ("ENDPOINT", "PROTOCOL", "HEADERS", "TIMEOUT", "COMPRESSION",
+                       "CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY", "INSECURE")
+    ),
+    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+}  # fmt: skip
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -88,6 +115,7 @@ def variables_table() -> list[list[str]]:
     """The hand-written ``OTEL_*`` table of docs/configuration.md, as rows of cells."""
     text = (DOCS / "configuration.md").read_text()
     section = text.split("## Every `OTEL_*` variable otel-spans reads", 1)[1]
+    section = section.split("\n## ", 1)[0]
     return [
         [cell.strip() for cell in line.strip("|").split(" | ")]
         for line in section.splitlines()
@@ -107,6 +135,34 @@ def test_the_docs_list_every_variable_read_and_no_other() -> None:
     in_docs |= {f"OTEL_{s}_EXPORTER" for s in ("TRACES", "METRICS", "LOGS")}
     in_code = {name for pair in OTEL_VARIABLES.values() for name in pair if name}
     assert in_docs - READ_BY_THE_SDK == in_code
+
+
+def not_read() -> set[str]:
+    """The variables docs/configuration.md lists as not read, each with its reason."""
+    text = (DOCS / "configuration.md").read_text()
+    section = text.split("## `OTEL_*` variables otel-spans does not read, and why", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    names: set[str] = set()
+    for item in re.split(r"\n(?=\* )", section):
+        listed, _, reason = item.partition("`: ")
+        if item.startswith("* "):
+            assert len(reason.split()) >= 5, f"no reason given for {listed}"
+            names |= set(re.findall(r"`(OTEL_[A-Z_]+)", listed + "`"))
+    return names
+
+
+def test_every_specified_variable_is_read_or_listed_as_not_read() -> None:
+    """Each variable of the specification does what it says, or is listed with the
+    reason it is not read; none is both."""
+    read = {
+        name.replace("{SIGNAL}", signal)
+        for cells in variables_table()
+        for name in named(cells[0])
+        for signal in ("TRACES", "METRICS", "LOGS")
+    }
+    listed = not_read()
+    assert not read & listed, read & listed
+    assert SPECIFIED - read - listed == set()
 
 
 # -- defaults stated in prose -----------------------------------------------------------

@@ -19,7 +19,7 @@ from otel_spans.config import RecordLimits
 from otel_spans.export import wire as otlp_wire
 from otel_spans.export.wire import WireEvent, WireLink
 
-UNLIMITED = RecordLimits(attribute_length=10**6, attribute_count=10**6, events=10**6, links=10**6)
+UNLIMITED = RecordLimits(*(10**6,) * 8)
 RESOURCE = {"service.name": "dask", "service.instance.id": "é-1", "dask.workers": 3}
 
 int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -128,20 +128,31 @@ def one_span(**overrides: Any) -> Any:
 
 
 def test_count_limits_keep_the_first_items_and_count_the_rest() -> None:
-    limits = RecordLimits(attribute_length=100, attribute_count=3, events=2, links=1)
+    limits = RecordLimits(
+        attribute_length=100,
+        attribute_count=3,
+        events=2,
+        links=1,
+        event_attribute_count=2,
+        link_attribute_count=4,
+    )
     attributes = {f"a{i}": i for i in range(10)}
     span = one_span(
         attributes=attributes,
         events=[WireEvent(f"e{i}", i, attributes) for i in range(5)],
-        links=[WireLink(1, 3, {}), WireLink(1, 4, {})],
+        links=[WireLink(1, 3, attributes), WireLink(1, 4, {})],
         limits=limits,
     )
     assert [kv.key for kv in span.attributes] == ["a0", "a1", "a2"]
     assert span.dropped_attributes_count == 7
     assert [e.name for e in span.events] == ["e0", "e1"]
     assert span.dropped_events_count == 3
-    assert [e.dropped_attributes_count for e in span.events] == [7, 7]
+    # events and links have limits of their own (OTEL_EVENT/LINK_ATTRIBUTE_COUNT_LIMIT)
+    assert [len(e.attributes) for e in span.events] == [2, 2]
+    assert [e.dropped_attributes_count for e in span.events] == [8, 8]
     assert len(span.links) == 1 and span.dropped_links_count == 1
+    assert [kv.key for kv in span.links[0].attributes] == ["a0", "a1", "a2", "a3"]
+    assert span.links[0].dropped_attributes_count == 6
 
 
 def test_length_limit_cuts_names_strings_array_items_and_status() -> None:
@@ -269,7 +280,8 @@ def test_same_log_request_as_the_sdk_encoder(logs: list[dict[str, Any]]) -> None
 def test_log_limits_cut_strings_at_any_depth_and_count_attributes() -> None:
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-    limits = RecordLimits(attribute_length=3, attribute_count=1)
+    # the log record limits (OTEL_LOGRECORD_ATTRIBUTE_*), not the spans'
+    limits = RecordLimits(log_attribute_length=3, log_attribute_count=1)
     record = otlp_wire.log_record(
         time_ns=1,
         severity_number=9,

@@ -192,6 +192,8 @@ class MetricsSettings:
     attribute_labels: tuple[str, ...] = ()
     #: Distinct values each of them takes at most before ``(overflow)``.
     max_attribute_values: int = 100
+    #: Distinct worker addresses of the worker memory gauges before ``(overflow)``.
+    max_workers: int = 256
 
 
 @dataclass(frozen=True)

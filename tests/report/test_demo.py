@@ -56,6 +56,8 @@ def test_the_demo_runs_clean_and_its_path_goes_through_its_stages(tmp_path: Path
     aggregate = min(i for i, stage in enumerate(stages) if stage in ("_sums", "_means"))
     assert aggregate < stages.index("_slow") < stages.index("_fragile"), stages
     assert "on the client between a result and the next submission" in out
+    # every stage's results held at once, as the report's memory section says
+    assert re.search(r"  memory: [0-9.]+ [KMG]?i?B of results held at most", out), out
 
 
 def test_demo_compare_finds_and_names_the_stage_it_made_slower(

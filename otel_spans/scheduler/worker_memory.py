@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 MAX_NAMED = 32
 #: Most workers whose nanny's ``worker-restart-memory`` event is remembered.
 _MAX_RESTARTS = 1000
+#: Statuses of a worker closing itself (``Worker.close``, retirement).
+_CLOSING = frozenset({"closing", "closing_gracefully", "closed"})
 
 
 def _int(value: object) -> int:
@@ -68,6 +70,9 @@ class WorkerMemory:
         self._paused: dict[str, list[memory.SpanMemory]] = {}
         #: Worker -> the process memory its nanny killed it at (``worker-restart-memory``).
         self._restarts: dict[str, int] = {}
+        #: Workers that said they are closing (``Worker.close``): their removal loses
+        #: nothing unless they still ran or held work.
+        self._closing: set[str] = set()
         #: Workers lost unexpectedly, and pauses seen (for ``stats()``).
         self.lost = 0
         self.pauses = 0
@@ -76,6 +81,7 @@ class WorkerMemory:
         self._workers.clear()
         self._paused.clear()
         self._restarts.clear()
+        self._closing.clear()
 
     def add_worker(self, address: str) -> None:
         ws = self._scheduler.workers.get(address)
@@ -98,6 +104,8 @@ class WorkerMemory:
 
     def _status_changed(self, address: str, status: object) -> None:
         now = time()
+        if status in _CLOSING and address in self._workers:
+            self._closing.add(address)
         if status != "paused":
             for ledger in self._paused.pop(address, ()):
                 memory.resumed(ledger, address, now)
@@ -132,11 +140,15 @@ class WorkerMemory:
             memory.resumed(ledger, address, now)
         ws = self._workers.pop(address, None)
         rss = self._restarts.pop(address, None)
+        closing = address in self._closing
+        self._closing.discard(address)
         if msg.get("expected"):
-            return  # retired or closed on purpose: nothing was lost
-        self.lost += 1
+            return  # retired: nothing was lost
         running = self._tasks(msg.get("processing-tasks"))
         held = self._tasks(msg.get("lost-computed-tasks"))
+        if closing and not running and not held:
+            return  # closed itself with nothing to lose (a cluster shutting down)
+        self.lost += 1
         # every span and group that lost work there, running or held
         touched: dict[str, tuple[TrackedSpan, set[str]]] = {}
         for ts in (*running, *held):

@@ -188,6 +188,9 @@ async def test_a_worker_killed_for_memory_names_its_task_group_and_span(
             lambda: [s for s in dask_spans(otlp_receiver) if s.name == "hog"], 60
         )
 
+    # the restarted worker's orderly close at the end lost nothing: one record
+    lost = [r for r in otlp_receiver.logs() if r.event_name == "dask.worker.lost"]
+    assert len(lost) == 1, [r.body for r in lost]
     record = lost[0]
     assert list(record.attributes["dask.worker.lost.tasks"]) == ["hog-0"]
     assert list(record.attributes["dask.worker.lost.killed_tasks"]) == ["hog-0"]

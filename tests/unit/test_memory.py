@@ -182,7 +182,43 @@ def test_a_nanny_s_kill_reading_wins_and_retirement_is_no_loss(clock: Clock) -> 
     events.log_event("worker-restart-memory", {"worker": "tcp://w:1", "pid": 1, "rss": 990})
     events.log_event("all", {"action": "remove-worker", "worker": "tcp://w:1", "expected": False})
     events.log_event("all", {"action": "remove-worker", "worker": "tcp://w:2", "expected": True})
+    # a worker that closed itself with nothing running or held loses nothing
+    scheduler.workers["tcp://w:3"] = ws
+    events.add_worker("tcp://w:3")
+    closing = {"action": "worker-status-change", "prev-status": "running", "status": "closing"}
+    events.log_event("tcp://w:3", closing)
+    events.log_event("all", {"action": "remove-worker", "worker": "tcp://w:3", "expected": False})
     (record,) = logs
     assert dict(record.attributes)[semconv.DASK_WORKER_LOST_PROCESS_MEMORY] == 990
     assert "killed by its nanny at 990 bytes" in str(record.body)
     assert events.lost == 1
+
+
+def test_worker_addresses_on_metrics_are_bounded() -> None:
+    from otel_spans.settings import MetricsSettings
+    from otel_spans.telemetry.metrics import MetricsState
+
+    settings = MetricsSettings(
+        target=None,  # type: ignore[arg-type]
+        interval=1.0,
+        temporality="cumulative",  # type: ignore[arg-type]
+        prometheus_port=None,
+        prometheus_host="",
+        max_span_names=10,
+        max_prefixes=10,
+        max_series=100,
+        settle=1.0,
+        cpu_hour_price=None,
+        currency="USD",
+        max_workers=2,
+    )
+    state = MetricsState(settings)
+    seen = [
+        dict(state.labels(None, ((semconv.DASK_WORKER_ADDRESS, f"tcp://w:{i}"),))) for i in range(3)
+    ]
+    assert [s[semconv.DASK_WORKER_ADDRESS] for s in seen] == [
+        "tcp://w:0",
+        "tcp://w:1",
+        semconv.OVERFLOW_VALUE,
+    ]
+    assert state.overflow()[semconv.DASK_WORKER_ADDRESS] == 1

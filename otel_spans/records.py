@@ -119,6 +119,30 @@ class WorkflowAnalysis:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """Memory evidence of a Dask span's own tasks, or of one task group, at an export.
+
+    Held bytes are the scheduler's ``nbytes`` of the results in memory (spilled ones
+    included: the scheduler does not know where on a worker a result is); spilled and
+    unspilled bytes are Dask's fine performance metrics (``disk-write`` and
+    ``disk-read`` bytes of its tasks, context ``execute``). See docs/telemetry.md, Memory.
+    """
+
+    #: Most bytes of results held at once, and at the export.
+    peak: int = 0
+    held: int = 0
+    #: On roots: the most bytes the whole tree held at once; 0 elsewhere.
+    tree_peak: int = 0
+    spilled: float = 0.0
+    unspilled: float = 0.0
+    #: Worker memory pauses that overlapped its tasks, and their seconds so far.
+    pauses: int = 0
+    pause_seconds: float = 0.0
+    #: Workers removed unexpectedly while running or holding its tasks.
+    workers_lost: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SpanRecord:
     """One export of one Dask span (or of a continuation of it)."""
 
@@ -170,6 +194,8 @@ class SpanRecord:
     #: This export's share of the span's own worker metrics as (attribute key, value):
     #: keys under ``semconv.DASK_SPAN_RUN_PREFIXES``, sorted; only positive shares.
     run_breakdown: tuple[tuple[str, float], ...] = field(default=())
+    #: The memory of its own tasks (and on roots the tree's peak); None when not read.
+    footprint: MemoryRecord | None = None
 
     @property
     def erred(self) -> int:
@@ -194,13 +220,15 @@ class CounterDelta(NamedTuple):
 
 
 class GaugeValue(NamedTuple):
-    """The current value of a gauge series (progress of a running Dask span).
+    """The current value of a gauge series (progress of a running Dask span, a
+    worker's memory).
 
     A set of them replaces the previous set at once: a series not in it is gone.
+    ``tags`` are None for cluster-level series.
     """
 
     metric: str
-    tags: tuple[str, ...]
+    tags: tuple[str, ...] | None
     attributes: Attrs
     value: float
 

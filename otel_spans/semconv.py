@@ -56,6 +56,32 @@ CODE_FUNCTION_NAME: Final = "code.function.name"
 THREAD_NAME: Final = "thread.name"
 
 DASK_SPAN_TASK_STATES_MEMORY: Final = "dask.span.task_states.memory"
+
+# -- memory of a Dask span (its own tasks) and of a task group: span attributes, and the
+# -- metrics of the same names (docs/telemetry.md, Memory) ------------------------------
+#: Bytes of the results of its own tasks held at once on the cluster (scheduler's
+#: ``nbytes`` of keys in memory, spilled ones included), at most, and at the export.
+DASK_SPAN_MEMORY_PEAK: Final = "dask.span.memory.peak"
+DASK_SPAN_MEMORY_HELD: Final = "dask.span.memory.held"
+#: On roots: the same peak over the whole tree (every span of the workflow together).
+DASK_SPAN_MEMORY_TREE_PEAK: Final = "dask.span.memory.tree_peak"
+#: Bytes its own tasks wrote to disk to make room (spilled) and read back (unspilled).
+DASK_SPAN_MEMORY_SPILLED: Final = "dask.span.memory.spilled"
+DASK_SPAN_MEMORY_UNSPILLED: Final = "dask.span.memory.unspilled"
+#: Worker memory pauses that overlapped its tasks on that worker, and their seconds.
+DASK_SPAN_MEMORY_PAUSES: Final = "dask.span.memory.pauses"
+DASK_SPAN_MEMORY_PAUSE_DURATION: Final = "dask.span.memory.pause_duration"
+#: Workers removed unexpectedly while running or holding its tasks.
+DASK_SPAN_MEMORY_WORKERS_LOST: Final = "dask.span.memory.workers_lost"
+DASK_TASK_GROUP_MEMORY_PEAK: Final = "dask.task_group.memory.peak"
+DASK_TASK_GROUP_MEMORY_HELD: Final = "dask.task_group.memory.held"
+DASK_TASK_GROUP_MEMORY_SPILLED: Final = "dask.task_group.memory.spilled"
+DASK_TASK_GROUP_MEMORY_UNSPILLED: Final = "dask.task_group.memory.unspilled"
+DASK_TASK_GROUP_MEMORY_PAUSES: Final = "dask.task_group.memory.pauses"
+DASK_TASK_GROUP_MEMORY_PAUSE_DURATION: Final = "dask.task_group.memory.pause_duration"
+DASK_TASK_GROUP_MEMORY_WORKERS_LOST: Final = "dask.task_group.memory.workers_lost"
+UNIT_PAUSES: Final = "{pause}"
+UNIT_WORKERS: Final = "{worker}"
 DASK_SPAN_TASK_STATES_ERRED: Final = "dask.span.task_states.erred"
 
 # -- metric attributes (low cardinality only: never uuids, keys or addresses) -------------
@@ -84,6 +110,14 @@ ATTR_LIMITED: Final = "otel_spans.attribute"
 OVERFLOW_VALUE: Final = "(overflow)"
 #: ``otel_spans.attribute`` value counting series the SDK folded into its overflow point.
 LIMITED_SERIES: Final = "(series)"
+#: A worker's address: on task spans, kill records and, bounded by
+#: ``metrics.max-workers``, the worker memory gauges.
+DASK_WORKER_ADDRESS: Final = "dask.worker.address"
+#: Which part of a worker's memory a ``dask.worker.memory`` series is (Dask's
+#: ``MemoryState``): ``managed`` (task results in RAM), ``unmanaged`` (the rest of the
+#: process), ``spilled`` (task results on disk).
+ATTR_MEMORY_TYPE: Final = "dask.memory.type"
+MEMORY_TYPES: Final = ("managed", "unmanaged", "spilled")
 #: Dask's synthetic activity: thread time of the span not attributed to its tasks.
 IDLE_ACTIVITY: Final = "idle or other spans"
 #: Every attribute key metric points carry (besides the resource's).
@@ -99,6 +133,8 @@ METRIC_ATTRIBUTES: Final = (
     ATTR_SIGNAL,
     ATTR_OUTCOME,
     ATTR_LIMITED,
+    DASK_WORKER_ADDRESS,
+    ATTR_MEMORY_TYPE,
 )
 
 # -- metrics: (name, unit) ------------------------------------------------------------
@@ -121,6 +157,11 @@ M_OPEN_ELAPSED: Final = "dask.span.open.elapsed"
 #: Task states the dask.span.open.tasks gauge reports.
 PROGRESS_STATES: Final = ("waiting", "queued", "processing", "no-worker", "memory", "erred")
 M_TASK_DURATION: Final = "dask.task.duration"
+#: Memory of every worker by ``dask.memory.type`` (one series per worker address, at
+#: most ``metrics.max-workers``), its memory limit, and the cluster's sum by type.
+M_WORKER_MEMORY: Final = "dask.worker.memory"
+M_WORKER_MEMORY_LIMIT: Final = "dask.worker.memory_limit"
+M_CLUSTER_MEMORY: Final = "dask.cluster.memory"
 M_CLUSTER_TIME: Final = "dask.cluster.time"
 M_CLUSTER_BYTES: Final = "dask.cluster.bytes"
 M_CLUSTER_COUNT: Final = "dask.cluster.count"
@@ -212,7 +253,6 @@ DASK_TASK_NBYTES: Final = "dask.task.nbytes"
 DASK_TASK_TYPE: Final = "dask.task.type"
 #: Why the task span was kept: erred, recomputed, slowest, ratio, all.
 DASK_TASK_SAMPLED_BECAUSE: Final = "dask.task.sampled_because"
-DASK_WORKER_ADDRESS: Final = "dask.worker.address"
 DASK_WORKER_THREAD: Final = "dask.worker.thread"
 #: On phase spans (children of a task span, named by the action): the worker data
 #: came from, for transfers.
@@ -287,5 +327,18 @@ WORKFLOW_BOTTLENECK_SHARES: Final = "dask.workflow.bottleneck_shares"
 #: Event on root spans: the cluster's thread count changed (attribute dask.nthreads).
 EVENT_NTHREADS: Final = "dask.cluster.nthreads"
 DASK_NTHREADS: Final = "dask.nthreads"
+#: A worker was removed unexpectedly (died, killed by its nanny for memory, lost):
+#: the event name of its log record and of the event on each Dask span it ran tasks of.
+EVENT_WORKER_LOST: Final = "dask.worker.lost"
+#: Its attributes: the tasks it was running (at most 32), their groups and Dask span
+#: names, those that ended in ``KilledWorker``, and its last reported memory.
+DASK_WORKER_LOST_TASKS: Final = "dask.worker.lost.tasks"
+DASK_WORKER_LOST_GROUPS: Final = "dask.worker.lost.groups"
+DASK_WORKER_LOST_SPANS: Final = "dask.worker.lost.spans"
+DASK_WORKER_LOST_KILLED_TASKS: Final = "dask.worker.lost.killed_tasks"
+DASK_WORKER_LOST_HELD: Final = "dask.worker.lost.held"
+DASK_WORKER_LOST_PROCESS_MEMORY: Final = "dask.worker.lost.process_memory"
+DASK_WORKER_LOST_SPILLED: Final = "dask.worker.lost.spilled"
+DASK_WORKER_LOST_MEMORY_LIMIT: Final = "dask.worker.lost.memory_limit"
 #: Task span attribute: keys of the task's dependencies (at most 32).
 DASK_TASK_DEPENDENCIES: Final = "dask.task.dependencies"

@@ -206,6 +206,8 @@ class MetricsSettings:
     #: Seconds one collection and export of the metrics may take (``math.inf``: no
     #: limit); the OTLP exporter's own ``timeout`` bounds each of its requests.
     export_timeout: float = 30.0
+    #: Distinct worker addresses of the worker memory gauges before ``(overflow)``.
+    max_workers: int = 256
 
 
 @dataclass(frozen=True)

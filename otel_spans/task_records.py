@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from otel_spans.names import clean
-from otel_spans.records import LinkRecord, SpanEventRecord, ns
+from otel_spans.records import LinkRecord, MemoryRecord, SpanEventRecord, ns
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,8 @@ class GroupRecord:
     submitted_ns: int = 0
     #: Dependency links left out beyond the most built (OTLP's dropped_links_count).
     links_dropped: int = 0
+    #: Its memory (spilled bytes: its prefix's in its Dask span); None when not read.
+    footprint: MemoryRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)

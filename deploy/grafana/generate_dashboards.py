@@ -940,6 +940,129 @@ def events_panel(lay: Layout) -> None:
     )
 
 
+def memory_row(lay: Layout) -> None:
+    """What the selected spans held, spilled, paused and lost, beside the cluster's
+    memory over the same time (docs/telemetry.md, Memory)."""
+    lay.row("Memory")
+    lay.add(
+        TIMESERIES,
+        "Results held by span",
+        "dask.span.memory.held: bytes of results of each span's own tasks held on the"
+        " cluster (spilled ones included), while the span is live.",
+        [
+            target(
+                "sum by (dask_span_name) (" + sel("dask_span_memory_held_bytes", *SPAN_SEL) + ")",
+                instant=False,
+                legend="{{dask_span_name}}",
+            )
+        ],
+        w=12,
+        h=8,
+        unit="bytes",
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+    lay.add(
+        TIMESERIES,
+        "Cluster memory by type",
+        "dask.cluster.memory: the workers' managed (results in RAM), unmanaged and spilled"
+        " (results on disk) bytes, summed; per worker in the next panel.",
+        [
+            target(
+                "sum by (dask_memory_type) (" + sel("dask_cluster_memory_bytes", JOB) + ")",
+                instant=False,
+                legend="{{dask_memory_type}}",
+            )
+        ],
+        w=12,
+        h=8,
+        unit="bytes",
+        options=timeseries_options(),
+        custom=STACKED,
+    )
+    lay.add(
+        BAR,
+        "Most held at once, by span",
+        "The largest dask.span.memory.held reading of each span in the time range.",
+        [
+            target(
+                "max by (dask_span_name) (max_over_time("
+                + sel("dask_span_memory_held_bytes", *SPAN_SEL)
+                + "[$__range]))",
+                instant=True,
+                legend="{{dask_span_name}}",
+            )
+        ],
+        w=6,
+        h=8,
+        unit="bytes",
+        options=bar_options(),
+    )
+    lay.add(
+        BAR,
+        "Spilled to disk, by span",
+        "dask.span.memory.spilled: bytes the span's own tasks pushed to disk while storing"
+        " their results (above distributed.worker.memory.target).",
+        [
+            target(
+                total("dask_span_memory_spilled_bytes_total", *SPAN_SEL, by="dask_span_name"),
+                instant=True,
+                legend="{{dask_span_name}}",
+            )
+        ],
+        w=6,
+        h=8,
+        unit="bytes",
+        options=bar_options(),
+    )
+    lay.add(
+        BAR,
+        "Worker pauses and losses, by span",
+        "dask.span.memory.pauses (worker memory pauses that overlapped the span's tasks)"
+        " and dask.span.memory.workers_lost (workers that died running or holding them:"
+        " the dask.worker.lost log records say which tasks, groups and memory).",
+        [
+            target(
+                total("dask_span_memory_pauses_total", *SPAN_SEL, by="dask_span_name"),
+                instant=True,
+                legend="{{dask_span_name}} pauses",
+            ),
+            target(
+                total("dask_span_memory_workers_lost_total", *SPAN_SEL, by="dask_span_name"),
+                "B",
+                instant=True,
+                legend="{{dask_span_name}} workers lost",
+            ),
+        ],
+        w=6,
+        h=8,
+        options=bar_options(),
+    )
+    lay.add(
+        TIMESERIES,
+        "Memory per worker",
+        "dask.worker.memory by worker and type, and each worker's memory limit"
+        " (dask.worker.memory_limit); at most metrics.max-workers workers, then (overflow).",
+        [
+            target(
+                sel("dask_worker_memory_bytes", JOB),
+                instant=False,
+                legend="{{dask_worker_address}} {{dask_memory_type}}",
+            ),
+            target(
+                sel("dask_worker_memory_limit_bytes", JOB),
+                "B",
+                instant=False,
+                legend="{{dask_worker_address}} limit",
+            ),
+        ],
+        w=6,
+        h=8,
+        unit="bytes",
+        options=timeseries_options(),
+    )
+
+
 def cluster_row(lay: Layout) -> None:
     """The whole cluster: Dask's own metrics, utilisation, cost by share, the collector."""
     lay.row("Cluster")
@@ -1196,6 +1319,7 @@ WORKFLOW_ROWS = (
     spans_row,
     time_row,
     tasks_row,
+    memory_row,
     cluster_row,
     health_row,
 )

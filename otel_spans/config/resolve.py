@@ -238,6 +238,7 @@ class Resolver:
             prometheus_host=v("metrics.prometheus-host"),
             max_span_names=v("metrics.max-span-names"),
             max_prefixes=v("metrics.max-prefixes"),
+            max_workers=v("metrics.max-workers"),
             max_series=v("metrics.max-series"),
             settle=v("metrics.settle"),
             cpu_hour_price=v("metrics.cpu-hour-price"),

@@ -259,6 +259,8 @@ ROWS: tuple[Setting, ...] = (
             "distinct span names that become attribute values, then (overflow)"),
     Setting("metrics.max-prefixes", _POSITIVE, 1000,
             "distinct task prefixes that become attribute values, then (overflow)"),
+    Setting("metrics.max-workers", _POSITIVE, 256,
+            "distinct worker addresses of the worker memory gauges, then (overflow)"),
     Setting("metrics.max-series", _POSITIVE, 5000, "most series one instrument exports"),
     Setting("metrics.settle", Duration(), "5s",
             "how long a finished span is still read for late worker heartbeats"),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from otel_spans import semconv
 from otel_spans.analysis.model import Phase, SpanTimes, TaskRun, ThreadInterval, Workflow
 from otel_spans.report.load import LoadedSpan, as_int
+from otel_spans.report.memory import MemoryEvidence, evidence
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class BuiltWorkflow:
     #: for comparisons and lookups.
     dask_spans: tuple[LoadedSpan, ...] = ()
     group_spans: tuple[LoadedSpan, ...] = ()
+    #: What its spans and task groups held, spilled, paused and lost
+    #: (``dask.span.memory.*``); None when the trace recorded no memory.
+    memory: MemoryEvidence | None = None
 
 
 def _tags(span: LoadedSpan) -> tuple[str, ...]:
@@ -142,6 +146,7 @@ def build_workflows(
                 _task_states(root, members),
                 tuple(members),
                 tuple(its_groups),
+                evidence(members, its_groups),
             )
         )
     out.sort(key=lambda b: b.workflow.start_ns)

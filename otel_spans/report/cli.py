@@ -9,6 +9,7 @@ file or a stream.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -24,6 +25,7 @@ from otel_spans.report import (
     history_cli,
     html,
     lookup,
+    memory,
     perfetto,
     summary,
     tree,
@@ -273,9 +275,19 @@ def _report_source(
         with trace_file.open("w", encoding="utf-8") as f:
             f.writelines(perfetto.stream(built.workflow, analysis, built.spans))
         page = html.render(
-            built.workflow, analysis, built.spans, granularity=built.granularity, profiles=hot
+            built.workflow,
+            analysis,
+            built.spans,
+            granularity=built.granularity,
+            profiles=hot,
+            memory_evidence=built.memory,
         )
         html_file.write_text(page, encoding="utf-8")
+        memory_json = memory.as_json(built.memory)
+        if memory_json is not None:
+            memory_file = target / f"{slug}.memory.json"
+            memory_file.write_text(json.dumps(memory_json, indent=1) + "\n", encoding="utf-8")
+            print(f"  wrote {memory_file} (memory by span and task group)", file=stdout)
         print(f"  wrote {trace_file} (open in ui.perfetto.dev) and {html_file}\n", file=stdout)
     return 0
 

@@ -21,7 +21,7 @@ from importlib import resources
 
 from otel_spans.analysis.model import SpanTimes, Workflow
 from otel_spans.analysis.workflow import Analysis
-from otel_spans.report import flame, graph, waterfall
+from otel_spans.report import flame, graph, memory, waterfall
 from otel_spans.report.load import LoadedProfile
 from otel_spans.report.markup import (
     bar,
@@ -49,6 +49,7 @@ def render(
     max_path_rows: int = 300,
     granularity: str = "tasks",
     profiles: Sequence[LoadedProfile] = (),
+    memory_evidence: memory.MemoryEvidence | None = None,
 ) -> str:
     """The report page for ``workflow`` and ``analyse(workflow)``.
 
@@ -69,6 +70,8 @@ def render(
         Rows of the critical path table.
     profiles
         The workflow's ``dask.profile`` records (``otel-spans.profile``): flame graphs.
+    memory_evidence
+        What its spans and groups held, spilled, paused and lost: the memory section.
     """
     spans = list(spans)
     scale = Scale.of(workflow, spans)
@@ -80,6 +83,7 @@ def render(
         _activity(analysis),
         _bottlenecks(analysis, max_rows),
         _stragglers(analysis, scale, max_rows),
+        *([memory.section(memory_evidence)] if memory_evidence is not None else []),
         flame.section(profiles),
     ]
     title = escape(workflow.name) or "workflow"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from otel_spans.analysis.workflow import Analysis
-from otel_spans.report import flame
+from otel_spans.report import flame, memory
 from otel_spans.report.build import BuiltWorkflow
 from otel_spans.report.load import LoadedProfile
 
@@ -82,6 +82,7 @@ def render(built: BuiltWorkflow, analysis: Analysis, profiles: Sequence[LoadedPr
         lines.append("  worker time by activity:")
         for a in analysis.activities[:8]:
             lines.append(f"    {a.name[:40]:<40} {a.seconds:9.3f}s {a.share:6.1%}")
+    lines.extend(memory.text_lines(built.memory))
     if profiles:
         lines.append("  hot code (the function running itself most, per profiled prefix):")
         lines.extend(flame.summary_lines(profiles))

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from distributed.metrics import time
+
 from otel_spans import ids
 from otel_spans.config import Settings
 from otel_spans.names import clean
 from otel_spans.records import AttrValue
-from otel_spans.scheduler import snapshots, span_state
+from otel_spans.scheduler import memory, snapshots, span_state
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.span_records import ExportSnapshot
 from otel_spans.scheduler.span_state import TrackedSpan
@@ -83,6 +85,10 @@ def export_snapshot(
         client_id=client,
         client_user=user,
         run_exported=track.run_exported,
+        footprint=memory.span_footprint(
+            track.memory, span._cumulative_worker_metrics, is_root=track.is_root, now=time()
+        ),
+        lost_events=tuple(track.memory.lost_events),
     )
 
 

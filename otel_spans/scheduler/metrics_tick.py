@@ -22,6 +22,7 @@ from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_state import TrackedSpan
 from otel_spans.scheduler.tracking import SpanTracker
+from otel_spans.scheduler.worker_memory import WorkerMemory
 from otel_spans.telemetry.signals import Signals
 
 if TYPE_CHECKING:
@@ -30,6 +31,22 @@ if TYPE_CHECKING:
 
 _PREFIX = semconv.DASK_TASK_PREFIX
 _STATE = semconv.DASK_TASK_STATE
+#: Per-span memory counters, each started at 0 on a span's first reading (a series
+#: that exists from the start: ``increase()`` sees the first spill, pause or loss).
+_MEMORY_COUNTERS = (
+    semconv.DASK_SPAN_MEMORY_SPILLED,
+    semconv.DASK_SPAN_MEMORY_UNSPILLED,
+    semconv.DASK_SPAN_MEMORY_PAUSES,
+    semconv.DASK_SPAN_MEMORY_PAUSE_DURATION,
+    semconv.DASK_SPAN_MEMORY_WORKERS_LOST,
+)
+#: Key in ``TrackedSpan.reported`` saying that a span's memory counters were started.
+_MEMORY_STARTED = ("memory", "started")
+#: The activities of a span's own metrics that are its spilling, by counter.
+_DISK = {
+    "disk-write": semconv.DASK_SPAN_MEMORY_SPILLED,
+    "disk-read": semconv.DASK_SPAN_MEMORY_UNSPILLED,
+}
 
 
 class SpanMetricsTick:
@@ -42,12 +59,14 @@ class SpanMetricsTick:
         signals: Signals,
         tracker: SpanTracker,
         resume_tick: Resume,
+        worker_memory: WorkerMemory | None = None,
     ):
         self._scheduler = scheduler
         self._settings = settings
         self._signals = signals
         self._tracker = tracker
         self._resume_tick = resume_tick
+        self._worker_memory = worker_memory
         #: Live spans the current pass has still to read (read from the end).
         self._pending: list[str] = []
         #: The cluster's cumulative values already handed over.
@@ -88,9 +107,13 @@ class SpanMetricsTick:
             if span is not None:
                 track = tracker.tracks[uuid]
                 labels = track.identity.labels
-                deltas.extend(_labelled(self._span_deltas(span, track), labels))
+                deltas.extend(_labelled(self._span_deltas(span, track, now), labels))
                 if uuid in tracker.open:
                     self._progress.extend(_labelled(self._span_progress(span, track, now), labels))
+                held = GaugeValue(
+                    semconv.DASK_SPAN_MEMORY_HELD, track.tags, (), float(track.memory.held)
+                )
+                self._progress.extend(_labelled([held], labels))
                 settled = track.exported_at is not None and now - track.exported_at >= settle
                 if settled or final:
                     if track.is_root:
@@ -112,6 +135,8 @@ class SpanMetricsTick:
             offered = self._offered.since_last(now)
             deltas.append(CounterDelta(semconv.M_CLUSTER_CPU_AVAILABLE, None, (), offered))
             progress, self._progress = self._progress, []
+            if self._worker_memory is not None:
+                progress.extend(self._worker_memory.gauges())
             self._signals.submit_gauges(progress)
         self._signals.submit_deltas(deltas)
 
@@ -133,13 +158,18 @@ class SpanMetricsTick:
         out.append(GaugeValue(semconv.M_OPEN_ELAPSED, tags, (), max(now - span.enqueued, 0.0)))
         return out
 
-    def _span_deltas(self, span: Span, track: TrackedSpan) -> list[CounterDelta]:
+    def _span_deltas(self, span: Span, track: TrackedSpan, now: float) -> list[CounterDelta]:
         out = []
         tags, reported = track.tags, track.reported
+        disk: dict[str, float] = {}
         for key, value in snapshots.growth(span._cumulative_worker_metrics, reported):
             delta = snapshots.worker_metric(tags, key, value)
             if delta is not None:
                 out.append(delta)
+                if key[0] == "execute" and key[-1] == "bytes" and key[-2] in _DISK:
+                    metric = _DISK[key[-2]]
+                    disk[metric] = disk.get(metric, 0.0) + value
+        out.extend(_memory_deltas(track, disk, now))
         finished = {("tasks", p, s): float(n) for (p, s), n in track.finished.items()}
         for (_, prefix, state), value in snapshots.growth(finished, reported):
             attrs = ((_PREFIX, str(prefix)), (_STATE, str(state)))
@@ -175,6 +205,25 @@ class SpanMetricsTick:
             if delta is not None:
                 out.append(delta)
         return out
+
+
+def _memory_deltas(track: TrackedSpan, disk: dict[str, float], now: float) -> list[CounterDelta]:
+    """A span's memory counters: its own spilled and unspilled bytes (growth read with
+    its worker metrics), and the growth of its pauses and lost workers."""
+    tags, reported, ledger = track.tags, track.reported, track.memory
+    out = []
+    if _MEMORY_STARTED not in reported:
+        reported[_MEMORY_STARTED] = 1.0
+        out = [CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS]
+    out.extend(CounterDelta(metric, tags, (), value) for metric, value in disk.items())
+    current = {
+        ("memory", semconv.DASK_SPAN_MEMORY_PAUSES): float(ledger.pauses),
+        ("memory", semconv.DASK_SPAN_MEMORY_PAUSE_DURATION): ledger.pause_seconds_at(now),
+        ("memory", semconv.DASK_SPAN_MEMORY_WORKERS_LOST): float(ledger.workers_lost),
+    }
+    for (_, metric), value in snapshots.growth(current, reported):
+        out.append(CounterDelta(metric, tags, (), value))
+    return out
 
 
 _Series = TypeVar("_Series", CounterDelta, GaugeValue)

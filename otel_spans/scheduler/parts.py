@@ -19,6 +19,7 @@ from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
 from otel_spans.scheduler.task_groups import TaskGroups
 from otel_spans.scheduler.tracking import SpanTracker
+from otel_spans.scheduler.worker_memory import WorkerMemory
 from otel_spans.telemetry.signals import Signals
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ class Parts(NamedTuple):
     #: None unless ``otel-spans.profile`` is on and logs go somewhere.
     profiles: WorkflowProfiles | None
     dask_events: DaskEvents
+    #: Worker pauses, losses and memory (scheduler/worker_memory.py).
+    worker_memory: WorkerMemory
 
 
 def build_parts(
@@ -74,6 +77,12 @@ def build_parts(
         tracker.inherit(old)
         old.clear()
     inherited.clear()
-    metrics = SpanMetricsTick(scheduler, settings, signals, tracker, resume_metrics)
+    worker_memory = WorkerMemory(
+        scheduler,
+        lambda uuid: tracker.track_uuid(uuid, reopen=False),
+        signals.submit_log if settings.logs.target.enabled else None,
+        settings.max_attribute_length,
+    )
+    metrics = SpanMetricsTick(scheduler, settings, signals, tracker, resume_metrics, worker_memory)
     dask_events = DaskEvents(scheduler, settings, signals.submit_log, tracker.identity, task_groups)
-    return Parts(tracker, metrics, profiles, dask_events)
+    return Parts(tracker, metrics, profiles, dask_events, worker_memory)

@@ -43,6 +43,7 @@ from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
 from otel_spans.scheduler.task_groups import compute_seconds
 from otel_spans.scheduler.tracking import SpanTracker
+from otel_spans.scheduler.worker_memory import WorkerMemory
 from otel_spans.telemetry.signals import Signals
 from otel_spans.throttle import Throttle
 
@@ -101,6 +102,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         self._metrics: SpanMetricsTick | None = None
         self._profiles: WorkflowProfiles | None = None
         self._dask_events: DaskEvents | None = None
+        self._worker_memory: WorkerMemory | None = None
         self._internal_errors = 0
         self._error_log = Throttle(_ERROR_LOG_EVERY)
         #: Self-protection: once exhausted, the per-task hooks return at once.
@@ -196,6 +198,7 @@ class OtelSpansPlugin(SchedulerPlugin):
         )
         self._tracker, self._metrics = parts.tracker, parts.metrics
         self._profiles, self._dask_events = parts.profiles, parts.dask_events
+        self._worker_memory = parts.worker_memory
         signals.export_python_logs(self._dask_events.about)
         scheduler.handlers["otel_spans_stats"] = self.stats
         if not self._page_served:
@@ -260,10 +263,10 @@ class OtelSpansPlugin(SchedulerPlugin):
 
     def _release(self) -> None:
         """Forget every span once closed (see ``Signals._release_metrics`` for why)."""
-        for part in (self._metrics, self._dask_events):
+        for part in (self._metrics, self._dask_events, self._worker_memory):
             if part is not None:
                 part.clear()
-        self._metrics = self._dask_events = None
+        self._metrics = self._dask_events = self._worker_memory = None
         if self._handing_over:
             return  # the copy taking over inherits the tracker, then clears it
         if self._tracker is not None:
@@ -283,9 +286,13 @@ class OtelSpansPlugin(SchedulerPlugin):
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         active = finish in _ACTIVE_STATES
-        if (not active and finish not in _SETTLING_STATES) or self._budget.exhausted:
-            if finish == "forgotten" and self._tracker is not None:
-                self._forgotten(key)
+        # A result entering or leaving memory changes its span's held bytes.
+        held = start == "memory" or finish == "memory"
+        if finish == "forgotten" and self._tracker is not None:
+            self._forgotten(key)
+            if not held:
+                return
+        if (not active and not held and finish not in _SETTLING_STATES) or self._budget.exhausted:
             return
         try:
             tracker = self._tracker
@@ -301,11 +308,13 @@ class OtelSpansPlugin(SchedulerPlugin):
             track = tracker.track_uuid(uuid, reopen=active)
             if track is None:
                 return
+            if held:
+                tracker.held_changed(ts, track, finish == "memory")
             if active:
                 tracker.became_active(uuid, track)
                 return
             tracker.settled(uuid)
-            if finish == "released" or (finish == "memory" and start != "processing"):
+            if finish not in _FINAL_STATES or (finish == "memory" and start != "processing"):
                 return
             compute = compute_seconds(kwargs.get("startstops"))
             tracker.task_finished(ts, start, finish, kwargs, track, compute)
@@ -354,10 +363,24 @@ class OtelSpansPlugin(SchedulerPlugin):
         if self._budget.exhausted:
             return
         try:
+            if self._worker_memory is not None and self.signals is not None:
+                self._worker_memory.log_event(topic, msg)
+        except Exception:
+            self._internal_error("log_event")
+        try:
             if self._dask_events is not None and self.signals is not None:
                 self._dask_events.log_event(topic, msg)
         except Exception:
             self._internal_error("log_event")
+
+    def add_worker(self, scheduler: Scheduler, worker: str) -> None:
+        """A worker joined: remembered, so that its last heartbeat can be read once it
+        is lost (Dask no longer lists it by then)."""
+        try:
+            if self._worker_memory is not None:
+                self._worker_memory.add_worker(worker)
+        except Exception:
+            self._internal_error("add_worker")
 
     # -- periodic work --------------------------------------------------------------------
     def _poll_safely(self, final: bool = False) -> None:

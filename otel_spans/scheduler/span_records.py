@@ -22,6 +22,7 @@ from otel_spans.records import (
     HistogramSample,
     LinkRecord,
     LogEntry,
+    MemoryRecord,
     SpanEventRecord,
     SpanRecord,
     WorkflowAnalysis,
@@ -68,6 +69,10 @@ class ExportSnapshot:
     client_user: str | None
     #: Run-breakdown totals carried by the earlier exports (read, never changed).
     run_exported: Mapping[str, float]
+    #: The memory of the span's own tasks (scheduler/memory.py); None when not read.
+    footprint: MemoryRecord | None = None
+    #: ``dask.worker.lost`` events since the previous export.
+    lost_events: tuple[SpanEventRecord, ...] = ()
 
 
 class SpanExport(NamedTuple):
@@ -122,6 +127,8 @@ def span_record(
     events: tuple[SpanEventRecord, ...] = ()
     if full and not continuation:
         events = snapshots.computation_events(scheduler, span, settings.code_snippet_length)
+    if full:
+        events += snapshot.lost_events
     # Dask computes each of these by walking the whole subtree (a root with 5,000
     # sub-spans: tens of ms each): read once per export.
     active_cpu_seconds = span.active_cpu_seconds
@@ -173,6 +180,7 @@ def span_record(
         client_id=snapshot.client_id,
         client_user=snapshot.client_user,
         run_breakdown=snapshots.run_shares(totals, snapshot.run_exported),
+        footprint=snapshot.footprint,
     )
     return SpanExport(record, totals)
 
@@ -205,6 +213,8 @@ def export_samples(
         values.append((semconv.WORKFLOW_EFFICIENCY, analysis.efficiency))
     if record.done:
         values.append((semconv.M_SPAN_DURATION, (record.end_ns - record.start_ns) / 1e9))
+        if record.footprint is not None:
+            values.append((semconv.DASK_SPAN_MEMORY_PEAK, float(record.footprint.peak)))
     return [
         HistogramSample(metric, identity.tags, identity.labels, value, trace_id, span_id)
         for metric, value in values

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from otel_spans.config import TaskSettings
 from otel_spans.records import AttrValue, SpanRecord
+from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.task_groups import SpanIdentity
 
@@ -85,6 +86,8 @@ class TrackedSpan:
     reported: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
     #: Run-breakdown attributes of earlier exports, summed (see snapshots.run_totals).
     run_exported: dict[str, float] = field(default_factory=dict)
+    #: Results held, pauses and lost workers of its own tasks (scheduler/memory.py).
+    memory: SpanMemory = field(default_factory=SpanMemory)
 
     @property
     def tags(self) -> tuple[str, ...]:

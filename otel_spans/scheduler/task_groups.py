@@ -23,7 +23,7 @@ from distributed.metrics import time
 
 from otel_spans import ids, semconv
 from otel_spans.names import clean
-from otel_spans.records import LinkRecord, LogEntry, SpanEventRecord, ns
+from otel_spans.records import LinkRecord, LogEntry, MemoryRecord, SpanEventRecord, ns
 from otel_spans.scheduler import erred_tasks, snapshots
 from otel_spans.scheduler.sampling import (
     CHILDREN,
@@ -301,9 +301,14 @@ class TaskGroups:
 
     # -- at the export of a Dask span ----------------------------------------------------------
     def export_groups(
-        self, groups: Iterable[TaskGroup], span: SpanIdentity, fallback: float
+        self,
+        groups: Iterable[TaskGroup],
+        span: SpanIdentity,
+        fallback: float,
+        footprint: Callable[[TaskGroup], MemoryRecord] | None = None,
     ) -> None:
-        """Export the not yet exported groups (and their held task spans)."""
+        """Export the not yet exported groups (and their held task spans), each with
+        its ``footprint`` when given."""
         for tg in groups:
             state = self.group(tg, span)
             held, kept, dropped = self.sampler.flush(tg)
@@ -357,5 +362,6 @@ class TaskGroups:
                     links=tuple(links),
                     submitted_ns=ns(snapshots.submitted_at(self.scheduler, tg) or 0.0),
                     links_dropped=links_dropped,
+                    footprint=footprint(tg) if footprint is not None else None,
                 )
             )

@@ -34,6 +34,7 @@ from otel_spans.config import Settings, format_trace_url
 from otel_spans.scheduler import export_inputs, snapshots, span_records
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.done_check import is_done
+from otel_spans.scheduler.memory import group_footprint, held_changed
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_state import (
@@ -271,6 +272,21 @@ class SpanTracker:
                     track.tags, track.identity.labels, prefix, compute, track.trace_id, task_span_id
                 )
 
+    def held_changed(self, ts: TaskState, track: TrackedSpan, entered: bool) -> None:
+        """A result of ``track``'s span entered or left memory: O(1) (the root's ledger
+        is found once per span, O(depth))."""
+        memory = track.memory
+        if memory.root is None:
+            if track.is_root:
+                memory.root = memory
+            else:
+                ext = self.extension()
+                span = ext.spans.get(track.identity.uuid) if ext is not None else None
+                root = self.track_uuid(snapshots.root_of(span).id, reopen=False) if span else None
+                memory.root = root.memory if root is not None else None
+        nbytes = ts.nbytes if ts.nbytes > 0 else 0
+        held_changed(memory, ts.group.name, nbytes if entered else -nbytes)
+
     # -- the trace poll -------------------------------------------------------------------
     def poll(self, final: bool) -> None:
         ext = self.extension()
@@ -377,13 +393,20 @@ class SpanTracker:
             finished_of=self._finished_of,
         )
         track.run_exported.update(run_totals)
+        track.memory.lost_events.clear()
         sampled = track.identity.sampled
         if sampled:
             signals.submit_span(record)
         else:  # parent-based sampling: the caller's trace is not sampled
             self.unsampled += 1
         if self.task_groups is not None:
-            self.task_groups.export_groups(list(span.groups), track.identity, span.enqueued)
+            own, ledger, now = span._cumulative_worker_metrics, track.memory, time()
+            self.task_groups.export_groups(
+                list(span.groups),
+                track.identity,
+                span.enqueued,
+                lambda tg: group_footprint(ledger, tg.name, tg.prefix.name, own, now),
+            )
         # Exemplars point at this span only when it is exported.
         for sample in span_records.export_samples(record, track.identity, sampled=sampled):
             signals.submit_sample(sample)

@@ -53,12 +53,41 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
         semconv.UNIT_SECONDS,
         "Thread-seconds the cluster made available that no Dask span's tasks used",
     ),
+    (semconv.DASK_SPAN_MEMORY_SPILLED, semconv.UNIT_BYTES, "Bytes the span's tasks spilled"),
+    (
+        semconv.DASK_SPAN_MEMORY_UNSPILLED,
+        semconv.UNIT_BYTES,
+        "Bytes the span's tasks read back from disk",
+    ),
+    (
+        semconv.DASK_SPAN_MEMORY_PAUSES,
+        semconv.UNIT_PAUSES,
+        "Worker memory pauses that overlapped the span's tasks",
+    ),
+    (
+        semconv.DASK_SPAN_MEMORY_PAUSE_DURATION,
+        semconv.UNIT_SECONDS,
+        "Seconds of worker memory pauses that overlapped the span's tasks",
+    ),
+    (
+        semconv.DASK_SPAN_MEMORY_WORKERS_LOST,
+        semconv.UNIT_WORKERS,
+        "Workers lost while running or holding the span's tasks",
+    ),
 )
 
 #: (metric, unit, description) of every observable gauge of running spans.
 GAUGES: tuple[tuple[str, str, str], ...] = (
     (semconv.M_OPEN_TASKS, semconv.UNIT_TASKS, "Own tasks of a running Dask span by state"),
     (semconv.M_OPEN_ELAPSED, semconv.UNIT_SECONDS, "Seconds since a running Dask span appeared"),
+    (
+        semconv.DASK_SPAN_MEMORY_HELD,
+        semconv.UNIT_BYTES,
+        "Bytes of results of a live Dask span's own tasks held on the cluster",
+    ),
+    (semconv.M_WORKER_MEMORY, semconv.UNIT_BYTES, "A worker's memory by type"),
+    (semconv.M_WORKER_MEMORY_LIMIT, semconv.UNIT_BYTES, "A worker's memory limit"),
+    (semconv.M_CLUSTER_MEMORY, semconv.UNIT_BYTES, "The workers' memory by type, summed"),
 )
 
 #: ``otel_spans.outcome`` values of ``otel_spans.records`` (see the export pipeline's
@@ -80,6 +109,8 @@ OUTCOMES = (
 PIPELINES = ("traces", "observations", "logs")
 
 EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+#: Bytes from 1 MiB to 1 TiB, each bucket four times the last.
+MEMORY_BUCKETS = tuple(float(2**20 * 4**i) for i in range(11))
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
 #: Deltas the cost model reads: span worker time (its busy share) and cluster time offered.
@@ -102,6 +133,7 @@ class MetricsState:
         self.settings = settings
         self.span_names = CardinalityLimiter(settings.max_span_names)
         self.prefixes = CardinalityLimiter(settings.max_prefixes)
+        self.workers = CardinalityLimiter(settings.max_workers)
         #: One budget per workflow attribute of ``metrics.attribute-labels``.
         self.workflow_labels = {
             name: CardinalityLimiter(settings.max_attribute_values)
@@ -155,6 +187,8 @@ class MetricsState:
             value = clean(value, MAX_LABEL_LENGTH)
             if key == semconv.DASK_TASK_PREFIX:
                 value = self.prefixes(value)
+            elif key == semconv.DASK_WORKER_ADDRESS:
+                value = self.workers(value)
             else:
                 limiter = self.workflow_labels.get(key)
                 if limiter is not None:
@@ -247,6 +281,7 @@ class MetricsState:
         return {
             semconv.DASK_SPAN_NAME: self.span_names.overflowed,
             semconv.DASK_TASK_PREFIX: self.prefixes.overflowed,
+            semconv.DASK_WORKER_ADDRESS: self.workers.overflowed,
             **{name: limiter.overflowed for name, limiter in self.workflow_labels.items()},
             semconv.LIMITED_SERIES: sum(self._folded.values()),
         }
@@ -318,6 +353,12 @@ class Instruments:
                 unit=semconv.UNIT_SECONDS,
                 description="Wall time of finished Dask spans",
                 explicit_bucket_boundaries_advisory=SPAN_DURATION_BUCKETS,
+            ),
+            semconv.DASK_SPAN_MEMORY_PEAK: meter.create_histogram(
+                semconv.DASK_SPAN_MEMORY_PEAK,
+                unit=semconv.UNIT_BYTES,
+                description="Most bytes of results a finished Dask span's own tasks held",
+                explicit_bucket_boundaries_advisory=MEMORY_BUCKETS,
             ),
         }
 

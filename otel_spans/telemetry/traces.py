@@ -11,7 +11,7 @@ from __future__ import annotations
 from otel_spans import ids, semconv
 from otel_spans.export import wire
 from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, WireEvent, WireLink
-from otel_spans.records import AttrValue, LinkRecord, SpanEventRecord, SpanRecord
+from otel_spans.records import AttrValue, LinkRecord, MemoryRecord, SpanEventRecord, SpanRecord
 from otel_spans.settings import RecordLimits
 from otel_spans.task_records import GroupRecord, TaskRecord
 
@@ -63,6 +63,8 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
         attrs[semconv.DASK_CLIENT_USER] = record.client_user
     for key, share in record.run_breakdown:
         attrs[key] = share
+    if record.footprint is not None:
+        attrs.update(memory_attributes(record.footprint, SPAN_MEMORY))
     if record.code:  # already cut and redacted as configured (snapshots.code_snippets)
         first = record.code[0]
         if first.code:
@@ -70,6 +72,48 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
         attrs[semconv.DASK_SPAN_CODE_COUNT] = len(record.code)
         attrs[semconv.CODE_FILE_PATH] = first.filename
         attrs[semconv.CODE_LINE_NUMBER] = first.lineno
+    return attrs
+
+
+#: The memory attributes of a Dask span and of a task group, in MemoryRecord's order:
+#: peak, held, spilled, unspilled, pauses, pause duration, workers lost.
+SPAN_MEMORY = (
+    semconv.DASK_SPAN_MEMORY_PEAK,
+    semconv.DASK_SPAN_MEMORY_HELD,
+    semconv.DASK_SPAN_MEMORY_SPILLED,
+    semconv.DASK_SPAN_MEMORY_UNSPILLED,
+    semconv.DASK_SPAN_MEMORY_PAUSES,
+    semconv.DASK_SPAN_MEMORY_PAUSE_DURATION,
+    semconv.DASK_SPAN_MEMORY_WORKERS_LOST,
+)
+GROUP_MEMORY = (
+    semconv.DASK_TASK_GROUP_MEMORY_PEAK,
+    semconv.DASK_TASK_GROUP_MEMORY_HELD,
+    semconv.DASK_TASK_GROUP_MEMORY_SPILLED,
+    semconv.DASK_TASK_GROUP_MEMORY_UNSPILLED,
+    semconv.DASK_TASK_GROUP_MEMORY_PAUSES,
+    semconv.DASK_TASK_GROUP_MEMORY_PAUSE_DURATION,
+    semconv.DASK_TASK_GROUP_MEMORY_WORKERS_LOST,
+)
+
+
+def memory_attributes(memory: MemoryRecord, names: tuple[str, ...]) -> dict[str, AttrValue]:
+    """A footprint as attributes: bytes always (0 says "nothing"), pause and loss
+    counts only when there were some; the tree's peak on roots."""
+    peak, held, spilled, unspilled, pauses, pause_duration, lost = names
+    attrs: dict[str, AttrValue] = {
+        peak: memory.peak,
+        held: memory.held,
+        spilled: int(memory.spilled),
+        unspilled: int(memory.unspilled),
+    }
+    if memory.pauses:
+        attrs[pauses] = memory.pauses
+        attrs[pause_duration] = memory.pause_seconds
+    if memory.workers_lost:
+        attrs[lost] = memory.workers_lost
+    if memory.tree_peak:
+        attrs[semconv.DASK_SPAN_MEMORY_TREE_PEAK] = memory.tree_peak
     return attrs
 
 
@@ -154,6 +198,8 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
         attrs[semconv.DASK_TASK_GROUP_SUBMITTED] = record.submitted_ns
     for action, seconds in record.durations:
         attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
+    if record.footprint is not None:
+        attrs.update(memory_attributes(record.footprint, GROUP_MEMORY))
     return _encode(
         record,
         record.prefix,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dask.sizeof import sizeof
 from distributed import span
 
 from benchmarks.synthetic_trace import write as write_synthetic
@@ -71,6 +72,11 @@ async def test_counts_are_the_exported_totals_when_task_spans_are_sampled(tmp_pa
     # the critical path's steps are groups: beta depends on nothing, but the client
     # submitted it once alpha's results were back, so the path runs through both
     assert "<p>2 task groups, " in html
+    # memory: each group's 16 results (small ints, as Dask sizes them) held at once
+    assert '<section id="memory">' in html
+    memory = json.loads((tmp_path / "out" / "sampled.memory.json").read_text())
+    peaks = {g["group"]: g["peak_bytes"] for g in memory["groups"]}
+    assert peaks == {"alpha": 16 * sizeof(1), "beta": 16 * sizeof(1)}, memory
     trace = json.loads((tmp_path / "out" / "sampled.perfetto.json").read_text())
     counts = {
         e["args"]["prefix"]: e["args"].get("tasks")

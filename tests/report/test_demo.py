@@ -63,6 +63,8 @@ def test_the_demo_runs_clean_and_its_path_goes_through_its_stages(tmp_path: Path
     again = run_report(str(tmp_path / "otel-spans-data"))
     assert again.returncode == 0, again.stderr
     assert again.stdout.count(f"workflow '{WORKFLOW}'") == 1, again.stdout
+    # every stage's results held at once, as the report's memory section says
+    assert re.search(r"  memory: [0-9.]+ [KMG]?i?B of results held at most", out), out
 
 
 def test_demo_compare_finds_and_names_the_stage_it_made_slower(

@@ -114,21 +114,29 @@ async def traced_cluster(
 
 @asynccontextmanager
 async def traced_nanny_cluster(
-    config: Mapping[str, Any], n_workers: int = 2, nthreads: int = 1
+    config: Mapping[str, Any],
+    n_workers: int = 2,
+    nthreads: int = 1,
+    memory_limit: str | float = "auto",
 ) -> AsyncIterator[tuple[Client, Scheduler]]:
     """:func:`traced_cluster` with each worker in a process of its own (a Nanny's).
 
     For measurements of a task's CPU against its wall time: an in-process worker's
     task waits for the GIL behind this process's scheduler, receiver and exporter
     threads, and that wait is counted as ``thread-noncpu``. Force a heartbeat with
-    ``client.run(tests.support.tasks.heartbeat)``.
+    ``client.run(tests.support.tasks.heartbeat)``. ``memory_limit`` is each worker's
+    (the nanny's memory monitor kills a worker above its ``terminate`` fraction).
     """
     full = {"distributed.scheduler.preload": ["otel_spans"], **FAST, **config}
     with dask.config.set(full):
         async with Scheduler(host="127.0.0.1", dashboard_address=":0", port=0) as scheduler:
             nannies = [
                 Nanny(
-                    scheduler.address, host="127.0.0.1", nthreads=nthreads, dashboard_address=":0"
+                    scheduler.address,
+                    host="127.0.0.1",
+                    nthreads=nthreads,
+                    dashboard_address=":0",
+                    memory_limit=memory_limit,
                 )
                 for _ in range(n_workers)
             ]

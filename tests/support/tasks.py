@@ -44,3 +44,12 @@ async def heartbeat(dask_worker: Worker) -> None:
     """``client.run(heartbeat)``: the worker's metrics reach the scheduler now (they
     travel with heartbeats), also from a worker in another process."""
     await dask_worker.heartbeat()
+
+
+def hold_memory(nbytes: int, seconds: float) -> int:
+    """Allocate and touch ``nbytes`` inside the task, hold them ``seconds``, free them:
+    process memory a worker's memory monitor (or its nanny's) sees, never a result."""
+    block = b"\x01" * nbytes
+    time.sleep(seconds)
+    del block
+    return nbytes

@@ -375,6 +375,7 @@ class SpanTracker:
             settings=self._settings,
             full=signals.traces_enabled,
             finished_of=self._finished_of,
+            group_bounds=self.task_groups.bounds if self.task_groups is not None else None,
         )
         track.run_exported.update(run_totals)
         sampled = track.identity.sampled

@@ -21,6 +21,7 @@ import pytest
 
 from tests.servers.backends import backend_binary
 from tests.servers.jaeger import JaegerServer
+from tests.servers.jaeger_demo import summary
 from tests.servers.ports import wait_until
 from tests.support import workload
 
@@ -73,6 +74,10 @@ def test_the_spread_workflow_has_no_warnings_in_jaeger(
     assert all(parent_of(s) in by_id for s in spans if parent_of(s) is not None)
     warned = [(s["operationName"], s["warnings"]) for s in spans if s.get("warnings")]
     assert warned == []
+    shown = summary(trace)
+    assert (shown["spans"], shown["depth"]) == (workload.SPREAD_SPAN_COUNT, workload.TREE_DEPTH)
+    assert (shown["errors"], shown["links"]) == (workload.ERROR_SPANS, 1)  # fit → load
+    assert not shown["trace warnings"] and shown["spans with warnings"] == 0
 
 
 def test_each_fit_starts_at_its_transfer_inside_its_group(

@@ -75,11 +75,13 @@ class ExportSnapshot:
 
 
 class SpanExport(NamedTuple):
-    """A built record, and the run-breakdown totals it accounts for (the tracker's
-    :attr:`ExportSnapshot.run_exported` for the next export)."""
+    """A built record, the run-breakdown totals it accounts for (the tracker's
+    :attr:`ExportSnapshot.run_exported` for the next export), and where it ends (epoch
+    seconds: a continuation starts there at the earliest)."""
 
     record: SpanRecord
     run_totals: dict[str, float]
+    end: float
 
 
 def span_record(
@@ -184,7 +186,7 @@ def span_record(
         client_user=snapshot.client_user,
         run_breakdown=snapshots.run_shares(totals, snapshot.run_exported),
     )
-    return SpanExport(record, totals)
+    return SpanExport(record, totals, last)
 
 
 def covering(

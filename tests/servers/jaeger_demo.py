@@ -3,9 +3,9 @@
 ``python -m tests.servers.jaeger_demo`` starts the Jaeger v2 the project builds
 (``tests/backends/build jaeger``), runs ``otel_spans.demo.run_workflow`` on a
 LocalCluster of 2 workers with every task span kept (``traces.tasks.mode: all``),
-exporting straight to Jaeger, then asks Jaeger for the trace as its UI does and prints
-:func:`summary` of it. :func:`summary` is also what tests/deploy/test_jaeger_transfers.py
-reads its trace with.
+exporting its traces straight to Jaeger, then asks Jaeger for the trace as its UI
+does and prints :func:`summary` of it. :func:`summary` is also what
+tests/deploy/test_jaeger_transfers.py reads its trace with.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ def main() -> int:
             "otel-spans.endpoint": f"http://{jaeger.otlp_grpc_address}",
             "otel-spans.traces.tasks.mode": "all",
             "otel-spans.traces.linger": "200ms",
+            # Jaeger takes traces only.
+            "otel-spans.metrics.exporter": "none",
+            "otel-spans.logs.exporter": "none",
         }
         with (
             dask.config.set(config),

@@ -33,11 +33,17 @@ ROUNDS = 7
 
 
 class _Worker:
-    """What the plugin reads of a Worker: its state's tasks, ``execute`` and its plugins."""
+    """What the plugin reads of a Worker: its state's tasks, ``execute``, its plugins,
+    its ``scheduler_delay`` and ``log_event`` (the delay is announced once)."""
 
     def __init__(self, tasks: dict[str, TaskState]):
         self.state = type("State", (), {"tasks": tasks})()
         self.plugins: dict[str, object] = {}
+        self.scheduler_delay = 0.001
+        self.events: list[tuple[str, object]] = []
+
+    def log_event(self, topic: str, msg: object) -> None:
+        self.events.append((topic, msg))
 
     async def execute(self, key: Any, *, stimulus_id: str) -> None:
         return None

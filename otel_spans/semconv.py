@@ -243,6 +243,9 @@ LINK_KIND_CALLER: Final = "caller"
 ANNOTATION: Final = "otel_spans"
 #: Key of the task metadata a worker sets when user code started spans in the task.
 METADATA_CHILDREN: Final = "otel_spans.children"
+#: Topic of the Dask event a worker logs when the ``scheduler_delay`` it shifts its
+#: tasks' phases by changes (``{"delay": seconds}``): the scheduler undoes the shift.
+CLOCK_EVENT_TOPIC: Final = "otel_spans.clock"
 
 # -- task spans (sampled; children of their group span, named by the task prefix) --------
 #: Besides DASK_TASK_PREFIX and DASK_TASK_STATE (under metric attributes):

@@ -112,6 +112,30 @@ def raw_phases(startstops: object) -> tuple[RawPhase, ...]:
     return tuple(out)
 
 
+def run_bounds(startstops: object, offset: float) -> tuple[float, float] | None:
+    """(first start, last stop) of a worker's ``startstops``, minus ``offset``: the
+    interval of the run's task span on the worker's clock (:meth:`DeferredTask.build`
+    exports the same values, as nanoseconds); None without phases.
+
+    The entries :func:`raw_phases` copies count, without copying them (it runs for
+    every finished task, kept or not, to bound its group's span); times that are not
+    numbers are skipped here (the task's record fails alone, on the exporter thread).
+    """
+    first = last = None
+    for p in startstops if isinstance(startstops, list | tuple) else ():
+        if isinstance(p, dict) and "start" in p and "stop" in p:
+            start, stop = p["start"], p["stop"]
+            if not isinstance(start, float | int) or not isinstance(stop, float | int):
+                continue
+            if first is None or start < first:
+                first = start
+            if last is None or stop > last:
+                last = stop
+    if first is None or last is None:
+        return None
+    return first - offset, last - offset
+
+
 @dataclass(frozen=True, slots=True)
 class DeferredTask:
     """A kept task run whose :class:`TaskRecord` is built later, on the exporter thread.
@@ -142,15 +166,20 @@ class DeferredTask:
     typename: str
     #: Dask keys (strings or tuples of plain values) of up to 32 dependencies.
     dependencies: tuple[object, ...]
+    #: Seconds subtracted from the reported phases (and from ``finished_at``) to put the
+    #: run on its worker's clock: the worker's ``scheduler_delay``
+    #: (:mod:`otel_spans.scheduler.worker_clocks`); 0 keeps the scheduler's clock.
+    clock_offset: float = 0.0
 
     def build(
         self, *, exception: ExceptionRecord | None = None, events: tuple[SpanEventRecord, ...] = ()
     ) -> TaskRecord:
+        offset = self.clock_offset
         phases = tuple(
-            PhaseRecord(action, ns(start), ns(stop), source)
+            PhaseRecord(action, ns(start - offset), ns(stop - offset), source)
             for action, start, stop, source in self.phases
         )
-        now = ns(self.finished_at)
+        now = ns(self.finished_at - offset)
         return TaskRecord(
             key=self.key,
             prefix=self.prefix,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
-from otel_spans import config
+from otel_spans import config, semconv
 from otel_spans.config import Settings
 from otel_spans.error_budget import ErrorBudget
 from otel_spans.scheduler import workflows_page
@@ -359,7 +359,8 @@ class OtelSpansPlugin(SchedulerPlugin):
             self._internal_error("update_graph")
 
     def log_event(self, topic: str, msg: Any) -> None:
-        """Dask structured events: worker losses feed the task groups, topics become logs."""
+        """Dask structured events: worker losses feed the task groups, topics become
+        logs; a worker's clock offset goes to the task groups (and is not logged)."""
         if self._budget.exhausted:
             return
         try:
@@ -368,6 +369,11 @@ class OtelSpansPlugin(SchedulerPlugin):
         except Exception:
             self._internal_error("log_event")
         try:
+            if topic == semconv.CLOCK_EVENT_TOPIC:
+                tracker = self._tracker
+                if tracker is not None and tracker.task_groups is not None:
+                    tracker.task_groups.clocks.reported(msg)
+                return
             if self._dask_events is not None and self.signals is not None:
                 self._dask_events.log_event(topic, msg)
         except Exception:

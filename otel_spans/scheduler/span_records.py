@@ -35,11 +35,15 @@ from otel_spans.scheduler.task_groups import SpanIdentity
 
 if TYPE_CHECKING:
     from distributed import Scheduler
+    from distributed.scheduler import TaskGroup
     from distributed.spans import Span
 
 #: A Dask span uuid -> its tasks that reached a final state, by (prefix, final state);
 #: None for a span that is not tracked.
 FinishedOf = Callable[[str], Mapping[tuple[str, str], int] | None]
+#: A task group -> the first start and last stop of its finished runs as their task
+#: spans have them (on the workers' clocks); None when none finished.
+GroupBounds = Callable[["TaskGroup"], tuple[float, float] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +80,13 @@ class ExportSnapshot:
 
 
 class SpanExport(NamedTuple):
-    """A built record, and the run-breakdown totals it accounts for (the tracker's
-    :attr:`ExportSnapshot.run_exported` for the next export)."""
+    """A built record, the run-breakdown totals it accounts for (the tracker's
+    :attr:`ExportSnapshot.run_exported` for the next export), and where it ends (epoch
+    seconds: a continuation starts there at the earliest)."""
 
     record: SpanRecord
     run_totals: dict[str, float]
+    end: float
 
 
 def span_record(
@@ -91,11 +97,14 @@ def span_record(
     settings: Settings,
     full: bool,
     finished_of: FinishedOf,
+    group_bounds: GroupBounds | None = None,
 ) -> SpanExport:
     """The record of one export of ``span``; O(task groups in its subtree).
 
     Without traces (``full`` false) only what the metrics read is filled in (ids,
     times, CPU, the workflow analysis): the subtree walks feed span attributes alone.
+    With ``group_bounds`` the first export covers its subtree's task-group spans
+    (:func:`covering`).
     """
     identity = snapshot.identity
     continuation = snapshot.continuation
@@ -123,6 +132,9 @@ def span_record(
             parent_remote = caller.remote
     stop = span.stop
     groups = list(span.traverse_groups()) if full else []
+    first, last = start, max(stop, start)
+    if groups and group_bounds is not None and not continuation:
+        first, last = covering(groups, group_bounds, start, stop, done=snapshot.done)
     states = _states(span, snapshot.done, finished_of) if full else {}
     events: tuple[SpanEventRecord, ...] = ()
     if full and not continuation:
@@ -158,8 +170,8 @@ def span_record(
         parent_span_id=parent_span_id,
         continuation=continuation,
         previous_span_id=snapshot.previous_span_id if continuation else 0,
-        start_ns=ns(start),
-        end_ns=ns(max(stop, start)),
+        start_ns=ns(first),
+        end_ns=ns(last),
         enqueued_ns=ns(span.enqueued),
         compute_start_ns=ns(span.start),
         done=snapshot.done,
@@ -182,7 +194,31 @@ def span_record(
         run_breakdown=snapshots.run_shares(totals, snapshot.run_exported),
         footprint=snapshot.footprint,
     )
-    return SpanExport(record, totals)
+    return SpanExport(record, totals, last)
+
+
+def covering(
+    groups: list[TaskGroup], bounds: GroupBounds, enqueued: float, stop: float, *, done: bool
+) -> tuple[float, float]:
+    """A Dask span's start and end that cover the spans of its subtree's task groups.
+
+    Dask's ``Span.stop`` is the last ``TaskGroup.stop``, a compute stop as the worker
+    reported it (on the scheduler's clock, as the worker estimates it); the group spans
+    are on the clocks of the workers that ran the tasks, and start at a task's first
+    phase (a transfer, say), not its first compute. So: from ``enqueued`` (or a group's
+    first run, if earlier) to the last stop of the groups' runs, as the group spans
+    have them (Dask's ``TaskGroup.stop`` for a group without one); a span exported
+    unfinished ends at ``stop`` (now) or later.
+    """
+    first, last = enqueued, enqueued if done else max(stop, enqueued)
+    for tg in groups:
+        known = bounds(tg)
+        if known is None:
+            last = max(last, tg.stop)
+        else:
+            first = min(first, known[0])
+            last = max(last, known[1])
+    return first, last
 
 
 def _states(span: Span, done: bool, finished_of: FinishedOf) -> dict[str, int]:

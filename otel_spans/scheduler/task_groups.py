@@ -13,6 +13,7 @@ erred task carries (exception, story, log) is read by
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,7 +34,14 @@ from otel_spans.scheduler.sampling import (
     Policy,
     TaskSampler,
 )
-from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord, raw_phases
+from otel_spans.scheduler.worker_clocks import WorkerClocks
+from otel_spans.task_records import (
+    DeferredTask,
+    GroupRecord,
+    TaskRecord,
+    raw_phases,
+    run_bounds,
+)
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -80,6 +88,11 @@ class _Group:
     workers: set[str] | None = field(default_factory=set)
     worker_count: int = 0
     exported: bool = False
+    #: First start and last stop of its finished runs, on the clocks of the workers
+    #: that ran them: the bounds its span must have to cover its task spans (inf, -inf
+    #: until a run is known).
+    first: float = math.inf
+    last: float = -math.inf
 
 
 def compute_seconds(startstops: Iterable[dict[str, Any]] | None) -> float:
@@ -109,8 +122,11 @@ class TaskGroups:
         max_length: int,
         exception_messages: bool = True,
         exemplar: Callable[[SpanIdentity, str, float, int], object] | None = None,
+        clocks: WorkerClocks | None = None,
     ):
         self.scheduler = scheduler
+        #: Each worker's clock offset: task runs are exported on their worker's clock.
+        self.clocks = clocks if clocks is not None else WorkerClocks()
         #: Told (span, prefix, compute seconds, task span id) of each held task span
         #: exported at its group's end: the duration histogram's exemplar may then point
         #: at it (a held span may still drop out before, so none is given earlier).
@@ -150,6 +166,8 @@ class TaskGroups:
             "traces_counted": self.sampler.traces(),
             "parent_tasks": len(self._parents),
             "parents_evicted": self.parents_evicted,
+            "worker_clocks": len(self.clocks),
+            "worker_clocks_evicted": self.clocks.evicted,
         }
 
     # -- the hot path ---------------------------------------------------------------------
@@ -213,6 +231,13 @@ class TaskGroups:
         worker = kwargs.get("worker")
         if worker and group.workers is not None and len(group.workers) < _MAX_WORKERS:
             group.workers.add(worker)
+        # The run on its worker's clock, as its task span would be exported: the group
+        # span covers it whether it is kept or not.
+        now, offset = time(), self.clocks.offset(worker)
+        bounds = run_bounds(kwargs.get("startstops"), offset)
+        if bounds is not None:
+            group.first = min(group.first, bounds[0])
+            group.last = max(group.last, bounds[1])
         key = ts.key
         reruns = self._reruns.pop(key, 0) if self._reruns else 0
         must_keep = None
@@ -238,7 +263,10 @@ class TaskGroups:
         if decision is None and not erred_here:
             return 0
         reason = SLOWEST if decision == "hold" else (decision or "")
-        pending = self._pending(ts, finish, kwargs, span, group, reruns + 1, reason)
+        if bounds is None:  # a kept run without phases: its span is at ``now``
+            group.first = min(group.first, now - offset)
+            group.last = max(group.last, now - offset)
+        pending = self._pending(ts, kwargs, span, group, (finish, reruns + 1, reason), now, offset)
         record: DeferredTask | TaskRecord = pending
         if finish == "erred":
             # Built at once: the exception and the scheduler's story of the key are read
@@ -257,13 +285,15 @@ class TaskGroups:
     def _pending(
         self,
         ts: TaskState,
-        finish: str,
         kwargs: dict[str, Any],
         span: SpanIdentity,
         group: _Group,
-        attempt: int,
-        reason: str,
+        run: tuple[str, int, str],
+        finished_at: float,
+        clock_offset: float,
     ) -> DeferredTask:
+        """The cheap copy of a kept run; ``run`` is (final state, attempt, why kept)."""
+        finish, attempt, reason = run
         key = str(ts.key)
         thread = kwargs.get("thread")
         limit = self.max_length
@@ -278,13 +308,14 @@ class TaskGroups:
             state=finish,
             attempt=attempt,
             sampled_because=reason,
-            finished_at=time(),
+            finished_at=finished_at,
             phases=raw_phases(kwargs.get("startstops")),
             worker=clean(str(kwargs.get("worker") or ""), limit),
             thread=thread if isinstance(thread, int) else None,
             nbytes=_int(kwargs.get("nbytes")),
             typename=clean(str(kwargs.get("typename") or ""), limit),
             dependencies=tuple(dep.key for dep in islice(ts.dependencies, _MAX_DEPENDENCIES)),
+            clock_offset=clock_offset,
         )
 
     def _erred_record(
@@ -298,6 +329,14 @@ class TaskGroups:
             span.stories += 1
             events = erred_tasks.key_story(self.scheduler, ts.key)
         return pending.build(exception=exception, events=events)
+
+    def bounds(self, tg: TaskGroup) -> tuple[float, float] | None:
+        """First start and last stop of the group's finished runs, on their workers'
+        clocks (the times of their task spans); None when no run finished."""
+        state = self._groups.get(tg)
+        if state is None or state.last < state.first:
+            return None
+        return state.first, state.last
 
     # -- at the export of a Dask span ----------------------------------------------------------
     def export_groups(
@@ -341,7 +380,10 @@ class TaskGroups:
                         ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_DEPENDENCY),),
                     )
                 )
-            start = tg.start or fallback
+            bounds = self.bounds(tg)
+            if bounds is None:  # no run reported: Dask's compute times
+                start = tg.start or fallback
+                bounds = (start, max(tg.stop, start))
             self.submit(
                 GroupRecord(
                     name=clean(str(tg.name), self.max_length),
@@ -349,8 +391,8 @@ class TaskGroups:
                     trace_id=span.trace_id,
                     span_id=state.span_id,
                     parent_span_id=span.otel_span_id,
-                    start_ns=ns(start),
-                    end_ns=ns(max(tg.stop, start)),
+                    start_ns=ns(bounds[0]),
+                    end_ns=ns(bounds[1]),
                     tasks=len(tg),
                     memory=state.memory,
                     erred=state.erred,

@@ -377,7 +377,7 @@ class SpanTracker:
     # -- export ---------------------------------------------------------------------------
     def _export(self, span: Span, track: TrackedSpan, *, done: bool) -> None:
         signals = self._signals
-        record, run_totals = span_records.span_record(
+        record, run_totals, end = span_records.span_record(
             span,
             export_inputs.export_snapshot(
                 span,
@@ -391,6 +391,7 @@ class SpanTracker:
             settings=self._settings,
             full=signals.traces_enabled,
             finished_of=self._finished_of,
+            group_bounds=self.task_groups.bounds if self.task_groups is not None else None,
         )
         track.run_exported.update(run_totals)
         track.memory.lost_events.clear()
@@ -418,7 +419,7 @@ class SpanTracker:
                 )
         track.exports += 1
         track.last_span_id = record.span_id
-        track.last_end = span.stop
+        track.last_end = end
         track.reopened_at = None
         track.done_since = None
         track.exported_at = time() if done else None

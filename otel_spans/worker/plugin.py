@@ -34,6 +34,12 @@ context (pass :func:`otel_spans.current_traceparent` explicitly).
 The count of spans started under the task goes back to the scheduler in the task's
 metadata (:data:`METADATA_CHILDREN`), sent with the task-finished message, and only
 when there were some.
+
+**Clocks.** The worker reports a task's phases shifted by its ``scheduler_delay``,
+while spans its code starts keep the worker's clock. Before a task runs with a
+``scheduler_delay`` other than the last one announced, the wrapper logs it as a Dask
+event (:data:`CLOCK_EVENT_TOPIC`); the scheduler undoes the shift, so that the task's
+span is on the clock its code's spans use (:mod:`otel_spans.scheduler.worker_clocks`).
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ logger = logging.getLogger("otel_spans")
 
 #: Task metadata key: how many spans user code started with the task's span as parent.
 METADATA_CHILDREN = semconv.METADATA_CHILDREN
+#: Dask event topic of the worker's ``scheduler_delay`` (``{"delay": seconds}``).
+CLOCK_EVENT_TOPIC = semconv.CLOCK_EVENT_TOPIC
 #: Name of the plugin in ``Worker.plugins``.
 PLUGIN_NAME = "otel-spans"
 _PRELOAD = "otel_spans"
@@ -99,6 +107,8 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
         self._budget = ErrorBudget()
         #: Set once the budget is spent: ``execute`` passes every task straight through.
         self._hooks_off = False
+        #: The ``scheduler_delay`` last announced to the scheduler (None: none yet).
+        self._announced_delay: float | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
     def setup(self, worker: Worker) -> None:
@@ -183,6 +193,10 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
             if self._hooks_off:
                 return await original(key, stimulus_id=stimulus_id)
             try:
+                # Read as Worker.execute reads it, in the same loop iteration: the shift
+                # of this run's compute phase.
+                if worker.scheduler_delay != self._announced_delay:
+                    self._announce_delay(worker)
                 prepared = prepare(tasks.get(key), key)
             except Exception:
                 self._internal_error()
@@ -209,6 +223,15 @@ class OtelSpansWorkerPlugin(WorkerPlugin):
             return result
 
         return execute
+
+    def _announce_delay(self, worker: Worker) -> None:
+        """Tell the scheduler the ``scheduler_delay`` the worker now shifts phases by."""
+        try:
+            delay = worker.scheduler_delay
+            self._announced_delay = delay
+            worker.log_event(CLOCK_EVENT_TOPIC, {"delay": delay})
+        except Exception:
+            self._internal_error()
 
     def _prepare(
         self, ts: WorkerTaskState | None, key: Any

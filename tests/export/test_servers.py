@@ -47,6 +47,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from tests.servers.fixtures import PrometheusFactory
+from tests.servers.otlp_fanout import OtlpFanout
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.ports import free_port, wait_for_port, wait_until
 from tests.servers.prometheus import (
@@ -209,6 +210,28 @@ def test_metrics_over_grpc_and_logs_over_http(otlp_receiver: OtlpReceiver) -> No
     assert (log.trace_id, log.attributes, log.transport) == (trace_id, {"k": "v"}, "http")
     assert log.event_name == "otel_spans.test_event"
     assert log.resource["service.name"] == "otel-spans-test"
+
+
+def test_the_fanout_forwards_each_request_to_every_target_unchanged() -> None:
+    """What tests/deploy/test_backends.py relies on to feed three Prometheus servers
+    from the collector's one metrics endpoint: gzip bodies arrive decoded alike, the
+    exporter gets the first target's answer, a refusal is recorded."""
+    with OtlpReceiver() as first, OtlpReceiver() as second, OtlpReceiver() as refusing:
+        refusing.set_mode("reject")
+        targets = [first.http_endpoint, second.http_endpoint, refusing.http_endpoint]
+        with OtlpFanout(targets) as fanout:
+            exporter = HttpMetricExporter(
+                endpoint=f"{fanout.endpoint}/v1/metrics", compression=Compression.Gzip
+            )
+            reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
+            meters = MeterProvider(metric_readers=[reader], resource=RESOURCE)
+            meters.get_meter("otel_spans.tests").create_counter("test.fanned", unit="1").add(2)
+            meters.shutdown()  # exports once, answered by the first target: success
+            for rx in (first, second):
+                (point,) = rx.wait_for_metrics(lambda p: p.name == "test.fanned")
+                assert point.value == 2
+            (failure,) = fanout.failures
+    assert failure.startswith(f"{refusing.http_endpoint}/v1/metrics: HTTP 400")
 
 
 def test_http_accepts_otlp_json_with_hex_ids(otlp_receiver: OtlpReceiver) -> None:

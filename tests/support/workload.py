@@ -19,6 +19,12 @@ The design, in the names the backends show::
         │   (fit-0 also ─ epoch ─ step)  spans its task code started
         └ fragile                        task group: 3 tasks, fragile-1 raises
           └ fragile ×3 ─ compute
+
+Run on two workers (``run_on_a_cluster(..., workers=2)``), load-i and fit-i run on
+worker i % 2: each fit then fetches the two loads of the other worker, in one transfer
+(Dask gathers the keys a task needs from one worker at once and records the transfer
+as a phase of that task), so each fit span has a ``transfer`` phase before its
+``compute``; everything else is as above.
 """
 
 from __future__ import annotations
@@ -68,6 +74,9 @@ SPAN_COUNT = 1 + 3 + 3 + 2 * TASK_COUNT + len(TASK_CODE_SPANS)
 ERROR_SPANS = 4
 #: caller → root → model → fit group → fit-0 → epoch → step.
 TREE_DEPTH = 7
+#: On two workers: one transfer phase per fit, and as many more spans.
+TRANSFERS = FITS
+SPREAD_SPAN_COUNT = SPAN_COUNT + TRANSFERS
 
 
 def load(i: int) -> int:
@@ -103,19 +112,31 @@ class Ran:
     erred: int
 
 
-def run(client: Any, tracer: trace.Tracer) -> Ran:
-    """The workflow, under the caller's span from ``tracer``."""
+def run(client: Any, tracer: trace.Tracer, spread: bool = False) -> Ran:
+    """The workflow, under the caller's span from ``tracer``; with ``spread``, load-i
+    and fit-i on worker i % 2 (of two)."""
     from distributed import span
 
     import otel_spans
 
+    addresses = sorted(client.scheduler_info()["workers"])
+    if spread:
+        assert len(addresses) == 2, addresses
+
+    def on(i: int) -> dict[str, Any]:
+        return {"workers": [addresses[i % 2]]} if spread else {}
+
     with tracer.start_as_current_span(CALLER) as caller:
         with otel_spans.span(WORKFLOW, attributes=TENANT):
             with span("load"):
-                parts = client.map(load, range(LOADS), key=[f"load-{i}" for i in range(LOADS)])
+                if spread:
+                    parts = [client.submit(load, i, key=f"load-{i}", **on(i)) for i in range(LOADS)]
+                else:
+                    keys = [f"load-{i}" for i in range(LOADS)]
+                    parts = client.map(load, range(LOADS), key=keys)
                 client.gather(parts)
             with span("model"):
-                fits = [client.submit(fit, i, *parts, key=f"fit-{i}") for i in range(FITS)]
+                fits = [client.submit(fit, i, *parts, key=f"fit-{i}", **on(i)) for i in range(FITS)]
                 client.gather(fits)
                 keys = [f"fragile-{i}" for i in range(FRAGILES)]
                 ok, erred = 0, 0
@@ -129,11 +150,14 @@ def run(client: Any, tracer: trace.Tracer) -> Ran:
     return Ran(f"{context.trace_id:032x}", f"{context.span_id:016x}", LOADS + FITS + ok, erred)
 
 
-def run_on_a_cluster(endpoint: str, directory: Path, timeout: float = 60.0) -> Ran:
-    """:func:`run` on a LocalCluster (one worker process, two threads), otel-spans on the
-    scheduler and the worker exporting OTLP to ``endpoint``, as the caller does; returns
-    once the scheduler has exported every span and read every span's final metrics
-    (``metrics.settle`` after its export), and the cluster is closed (flushed)."""
+def run_on_a_cluster(
+    endpoint: str, directory: Path, timeout: float = 60.0, workers: int = 1
+) -> Ran:
+    """:func:`run` on a LocalCluster (one worker process of two threads, or ``workers=2``
+    of them, spread), otel-spans on the scheduler and the workers exporting OTLP to
+    ``endpoint``, as the caller does; returns once the scheduler has exported every
+    span and read every span's final metrics (``metrics.settle`` after its export), and
+    the cluster is closed (flushed)."""
     from distributed import Client, LocalCluster
 
     config = {
@@ -157,11 +181,12 @@ def run_on_a_cluster(endpoint: str, directory: Path, timeout: float = 60.0) -> R
         with (
             dask.config.set(config),
             LocalCluster(  # type: ignore[no-untyped-call]
-                n_workers=1, threads_per_worker=2, host=LOOPBACK, dashboard_address=":0"
+                n_workers=workers, threads_per_worker=2, host=LOOPBACK, dashboard_address=":0"
             ) as cluster,
             Client(cluster) as client,  # type: ignore[no-untyped-call]
         ):
-            ran = run(client, provider.get_tracer("tests.caller"))
+            client.wait_for_workers(workers)
+            ran = run(client, provider.get_tracer("tests.caller"), spread=workers == 2)
 
             def tracking() -> int:
                 stats = client.run_on_scheduler(

@@ -86,6 +86,11 @@ OVERFLOW_VALUE: Final = "(overflow)"
 LIMITED_SERIES: Final = "(series)"
 #: Dask's synthetic activity: thread time of the span not attributed to its tasks.
 IDLE_ACTIVITY: Final = "idle or other spans"
+#: On erred task, task-group and Dask spans and on erred points of dask.task.duration:
+#: the exception's qualified type (task spans, the metric), else ERROR_TYPE_OTHER.
+ERROR_TYPE: Final = "error.type"
+#: ``error.type`` of a span some of whose tasks erred (the semantic conventions' fallback).
+ERROR_TYPE_OTHER: Final = "_OTHER"
 #: Every attribute key metric points carry (besides the resource's).
 METRIC_ATTRIBUTES: Final = (
     DASK_SPAN_NAME,
@@ -99,6 +104,7 @@ METRIC_ATTRIBUTES: Final = (
     ATTR_SIGNAL,
     ATTR_OUTCOME,
     ATTR_LIMITED,
+    ERROR_TYPE,
 )
 
 # -- metrics: (name, unit) ------------------------------------------------------------
@@ -223,6 +229,15 @@ EVENT_EXCEPTION: Final = "exception"
 EXCEPTION_TYPE: Final = "exception.type"
 EXCEPTION_MESSAGE: Final = "exception.message"
 EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+
+
+def qualified_type(module: str, qualname: str) -> str:
+    """``exception.type`` and ``error.type`` of a class: ``module.QualName``, builtins
+    bare (``ValueError``), as Python's tracebacks name them and the semantic
+    conventions' examples do; ``__main__`` stays, since the name is read elsewhere."""
+    return qualname if module == "builtins" else f"{module}.{qualname}"
+
+
 #: One event per scheduler transition of an erred task (from Scheduler.story).
 EVENT_TRANSITION: Final = "dask.transition"
 DASK_TRANSITION_FROM: Final = "dask.transition.from"

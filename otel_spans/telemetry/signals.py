@@ -25,6 +25,7 @@ from otel_spans.export.prometheus import PrometheusEndpoint
 from otel_spans.export.resource import build_resource
 from otel_spans.export.sdk import CountingMetricExporter, Inject, make_metric_exporter
 from otel_spans.export.senders import make_request_sender
+from otel_spans.names import LABEL_LENGTH, clean
 from otel_spans.records import (
     Attrs,
     CounterDelta,
@@ -266,11 +267,14 @@ class Signals:
         seconds: float,
         trace_id: int,
         span_id: int,
+        error_type: str = "",
     ) -> None:
-        """One finished task (on the event loop): a bisect and a few additions."""
-        self.task_durations.record(
-            self.metric_state.task_labels(tags, labels, prefix), seconds, trace_id, span_id
-        )
+        """One finished task (on the event loop): a bisect and a few additions. An
+        erred task's point carries ``error.type``, as the conventions' durations do."""
+        attrs = self.metric_state.task_labels(tags, labels, prefix)
+        if error_type:
+            attrs = (*attrs, (semconv.ERROR_TYPE, clean(error_type, LABEL_LENGTH)))
+        self.task_durations.record(attrs, seconds, trace_id, span_id)
 
     def task_exemplar(
         self,

@@ -16,9 +16,12 @@ from otel_spans.settings import RecordLimits
 from otel_spans.task_records import GroupRecord, TaskRecord
 
 
-def _erred_status(erred: int, tasks: int) -> tuple[int, str]:
-    """ERROR when some tasks of a span or task group erred, with how many; else UNSET."""
+def _erred_status(erred: int, tasks: int, attrs: dict[str, AttrValue]) -> tuple[int, str]:
+    """ERROR when some tasks of a span or task group erred, with how many (and
+    ``error.type``, whose value is the conventions' fallback: tasks of several types
+    may have erred); else UNSET."""
     if erred:
+        attrs[semconv.ERROR_TYPE] = semconv.ERROR_TYPE_OTHER
         return STATUS_ERROR, f"{erred} of {tasks} tasks erred"
     return STATUS_UNSET, ""
 
@@ -115,14 +118,16 @@ def dask_span(record: SpanRecord, *, limits: RecordLimits) -> bytes:
             )
         )
     links.extend(_links(record.links))
+    attrs = span_attributes(record)
+    status = _erred_status(record.erred, record.tasks, attrs)
     return _encode(
         record,
         record.tags[-1] if record.tags else "(unnamed)",
-        span_attributes(record),
+        attrs,
         limits,
         events=_events(record.events),
         links=links,
-        status=_erred_status(record.erred, record.tasks),
+        status=status,
     )
 
 
@@ -154,6 +159,7 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
         attrs[semconv.DASK_TASK_GROUP_SUBMITTED] = record.submitted_ns
     for action, seconds in record.durations:
         attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
+    status = _erred_status(record.erred, record.tasks, attrs)
     return _encode(
         record,
         record.prefix,
@@ -161,7 +167,7 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
         limits,
         links=_links(record.links),
         links_dropped=record.links_dropped,
-        status=_erred_status(record.erred, record.tasks),
+        status=status,
     )
 
 
@@ -186,7 +192,10 @@ def task_spans(record: TaskRecord, *, limits: RecordLimits) -> list[bytes]:
     status = STATUS_UNSET, ""
     if record.exception is not None:
         exc = record.exception
-        status = STATUS_ERROR, exc.describe()
+        # The description is the message alone: the type is error.type's (and the
+        # exception event's), and under capture.exceptions: type there is none.
+        status = STATUS_ERROR, exc.message
+        attrs[semconv.ERROR_TYPE] = exc.type
         details: dict[str, AttrValue] = {semconv.EXCEPTION_TYPE: exc.type}
         if exc.message:
             details[semconv.EXCEPTION_MESSAGE] = exc.message

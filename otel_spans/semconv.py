@@ -12,8 +12,26 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+#: The characters an attribute key of ours may hold (the naming rules: lowercase
+#: letters, digits, ``_``, and ``.`` between namespaces).
+_KEY_PART = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
 #: Instrumentation scope of everything the scheduler emits.
 SCOPE_NAME: Final = "otel_spans"
+
+def key_part(name: str) -> str:
+    """A Dask name (task state, action, activity) as the last part of an attribute key.
+
+    The one place Dask's names become key parts: lowercase, every character other
+    than ``a-z``, ``0-9`` and ``_`` as ``_`` (``no-worker`` -> ``no_worker``,
+    ``disk-read`` -> ``disk_read``, ``idle or other spans`` -> ``idle_or_other_spans``).
+    Metric attribute *values* keep Dask's spelling.
+    """
+    lowered = name.lower()
+    if _KEY_PART.issuperset(lowered):
+        return lowered
+    return "".join(c if c in _KEY_PART else "_" for c in lowered)
+
 
 # -- resource -------------------------------------------------------------------------
 SERVICE_NAME: Final = "service.name"

@@ -41,7 +41,7 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
         semconv.DASK_SPAN_ENQUEUED: record.enqueued_ns,
     }
     for state, count in record.states:
-        attrs[semconv.DASK_SPAN_TASK_STATES_PREFIX + state] = count
+        attrs[semconv.DASK_SPAN_TASK_STATES_PREFIX + semconv.key_part(state)] = count
     if record.compute_start_ns:
         attrs[semconv.DASK_SPAN_COMPUTE_START] = record.compute_start_ns
     if record.continuation:
@@ -158,7 +158,7 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
     if record.submitted_ns:
         attrs[semconv.DASK_TASK_GROUP_SUBMITTED] = record.submitted_ns
     for action, seconds in record.durations:
-        attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
+        attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + semconv.key_part(action)] = seconds
     status = _erred_status(record.erred, record.tasks, attrs)
     return _encode(
         record,

@@ -16,8 +16,13 @@ from typing import Final, NamedTuple
 #: letters, digits, ``_``, and ``.`` between namespaces).
 _KEY_PART = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
-#: Instrumentation scope of everything the scheduler emits.
+#: Instrumentation scope of everything the scheduler emits (its version: the package's).
 SCOPE_NAME: Final = "otel_spans"
+#: The semantic conventions these names follow: the schema URL of every scope we encode.
+SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.33.0"
+#: ``telemetry.distro.name``: the bytes are otel-spans', the SDK's only in part.
+DISTRO_NAME: Final = "otel-spans"
+
 
 def key_part(name: str) -> str:
     """A Dask name (task state, action, activity) as the last part of an attribute key.
@@ -36,6 +41,9 @@ def key_part(name: str) -> str:
 # -- resource -------------------------------------------------------------------------
 SERVICE_NAME: Final = "service.name"
 SERVICE_INSTANCE_ID: Final = "service.instance.id"
+SERVICE_NAMESPACE: Final = "service.namespace"
+TELEMETRY_DISTRO_NAME: Final = "telemetry.distro.name"
+TELEMETRY_DISTRO_VERSION: Final = "telemetry.distro.version"
 DASK_SCHEDULER_ADDRESS: Final = "dask.scheduler.address"
 DASK_CLUSTER_NAME: Final = "dask.cluster.name"
 DASK_VERSION: Final = "dask.distributed.version"
@@ -304,8 +312,9 @@ DASK_PROFILE_SAMPLES: Final = "dask.profile.samples"
 DASK_PROFILE_STACKS: Final = "dask.profile.stacks"
 DASK_PROFILE_FOLDED_STACKS: Final = "dask.profile.folded_stacks"
 DASK_PROFILE_WORKERS: Final = "dask.profile.workers"
-#: Semantic-conventions attribute: the workflow's trace link (``otel-spans.trace-url``).
-URL_FULL: Final = "url.full"
+#: The workflow's link in a tracing UI (``otel-spans.trace-url``). Not ``url.full``,
+#: which the conventions reserve for the URL of the request a span describes.
+OTEL_SPANS_TRACE_URL: Final = "otel_spans.trace_url"
 
 # -- workflow analysis (on root Dask spans, computed on the scheduler) --------------------
 #: The root span's parallel efficiency (share of available thread time used), and the

@@ -114,6 +114,8 @@ _RESOURCE_SPANS_RESOURCE, _RESOURCE_SPANS_SCOPE_SPANS = _length_delimited(1), _l
 _RESOURCE_ATTRIBUTE = _length_delimited(1)
 _SCOPE_SPANS_SCOPE, _SCOPE_SPANS_SPAN = _length_delimited(1), _length_delimited(2)
 _SCOPE_NAME, _SCOPE_VERSION = _length_delimited(1), _length_delimited(2)
+#: ``ScopeSpans.schema_url`` / ``ScopeLogs.schema_url``
+_SCOPE_SPANS_SCHEMA_URL = _length_delimited(3)
 _LOCAL_FLAGS = _SPAN_FLAGS + _pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
 _REMOTE_PARENT_FLAGS = _SPAN_FLAGS + _pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
@@ -357,7 +359,8 @@ class RequestEncoder:
     """Wraps encoded spans (or log records) into one request of one resource and scope.
 
     The resource and scope are encoded once; a request is then two length prefixes and
-    a join.
+    a join. ``schema_url`` goes on every scope of a request: the records' attributes
+    follow the same conventions whichever scope (Python logger) they are under.
     """
 
     def __init__(
@@ -365,6 +368,7 @@ class RequestEncoder:
         resource_attributes: Mapping[str, object],
         scope_name: str,
         scope_version: str = "",
+        schema_url: str = "",
     ):
         unlimited = RecordLimits(attribute_length=1 << 30, attribute_count=1 << 30)
         resource, _ = _key_values(_RESOURCE_ATTRIBUTE, resource_attributes, unlimited)
@@ -373,6 +377,9 @@ class RequestEncoder:
             scope += _message(_SCOPE_VERSION, scope_version.encode())
         self._resource = _message(_RESOURCE_SPANS_RESOURCE, resource)
         self._scope = _message(_SCOPE_SPANS_SCOPE, scope)
+        self._schema_url = (
+            _message(_SCOPE_SPANS_SCHEMA_URL, schema_url.encode()) if schema_url else b""
+        )
 
     def request(self, spans: Iterable[bytes]) -> bytes:
         """An ``ExportTraceServiceRequest`` of ``spans``, or, given encoded log records,
@@ -384,7 +391,9 @@ class RequestEncoder:
         resource_spans = self._resource + b"".join(
             _message(
                 _RESOURCE_SPANS_SCOPE_SPANS,
-                (scope or self._scope) + b"".join(_message(_SCOPE_SPANS_SPAN, s) for s in items),
+                (scope or self._scope)
+                + b"".join(_message(_SCOPE_SPANS_SPAN, s) for s in items)
+                + self._schema_url,
             )
             for scope, items in scopes
         )

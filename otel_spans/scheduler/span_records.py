@@ -221,7 +221,7 @@ def started_log(root: Span, identity: SpanIdentity, url: str | None) -> LogEntry
         (semconv.DASK_SPAN_NAME, name),
     )
     if url is not None:
-        attributes += ((semconv.URL_FULL, url),)
+        attributes += ((semconv.OTEL_SPANS_TRACE_URL, url),)
     return LogEntry(
         time_ns=ns(root.enqueued),
         severity_number=semconv.SEVERITY_INFO.number,

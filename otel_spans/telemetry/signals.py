@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import View
 
-from otel_spans import semconv
+from otel_spans import __version__, semconv
 from otel_spans.export import wire
 from otel_spans.export.disk import DiskBudget
 from otel_spans.export.files import budget_of
@@ -173,7 +173,9 @@ class Signals:
         return self.spans.submit(record)
 
     def _request_encoder(self) -> wire.RequestEncoder:
-        return wire.RequestEncoder(self.resource.attributes, semconv.SCOPE_NAME)
+        return wire.RequestEncoder(
+            self.resource.attributes, semconv.SCOPE_NAME, __version__, semconv.SCHEMA_URL
+        )
 
     # -- logs --------------------------------------------------------------------------
     def _init_logs(self, role: str) -> None:
@@ -234,7 +236,9 @@ class Signals:
             # rest into its overflow point; MetricsState counts what is folded.
             views=views,
         )
-        meter = self.meter_provider.get_meter(semconv.SCOPE_NAME)
+        meter = self.meter_provider.get_meter(
+            semconv.SCOPE_NAME, __version__, schema_url=semconv.SCHEMA_URL
+        )
         self._instruments: Instruments | None = Instruments(meter, self.metric_state, self.stats)
         self.samples: ExportPipeline[HistogramSample] = ExportPipeline(
             "observations",

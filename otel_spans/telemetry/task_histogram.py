@@ -27,7 +27,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from otel_spans import semconv
+from otel_spans import __version__, semconv
 from otel_spans.records import Attrs
 
 BOUNDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -150,6 +150,7 @@ class TaskDurationHistogram:
                 scopes[i] = replace(scope, metrics=[*scope.metrics, metric])
                 break
         else:
-            scopes.append(ScopeMetrics(InstrumentationScope(semconv.SCOPE_NAME), [metric], ""))
+            ours = InstrumentationScope(semconv.SCOPE_NAME, __version__, semconv.SCHEMA_URL)
+            scopes.append(ScopeMetrics(ours, [metric], semconv.SCHEMA_URL))
         resource_metrics[0] = replace(first, scope_metrics=scopes)
         return MetricsData(resource_metrics=resource_metrics)

@@ -44,8 +44,8 @@ def span_flags(trace_flags: int, *, remote: bool) -> int:
     return (trace_flags & 0xFF) | _HAS_IS_REMOTE | (_IS_REMOTE if remote else 0)
 
 
-#: ``Span.SpanKind.SPAN_KIND_INTERNAL``
-KIND_INTERNAL = 1
+#: ``Span.SpanKind``: SPAN_KIND_INTERNAL, SPAN_KIND_CONSUMER
+KIND_INTERNAL, KIND_CONSUMER = 1, 5
 #: ``Status.StatusCode``
 STATUS_UNSET, STATUS_ERROR = 0, 2
 
@@ -271,6 +271,7 @@ def span(
     status_code: int = STATUS_UNSET,
     status_message: str = "",
     parent_remote: bool = False,
+    kind: int = KIND_INTERNAL,
 ) -> bytes:
     """One ``Span`` message (without its own tag); the first events and links are kept.
 
@@ -290,7 +291,7 @@ def span(
         parts.append(_SPAN_PARENT + b"\x08" + _span_id(parent_span_id))
     parts += (
         _message(_SPAN_NAME, _text(name, max_length)),
-        _SPAN_KIND + _SMALL[KIND_INTERNAL],
+        _SPAN_KIND + _SMALL[kind],
         _SPAN_START + _pack_fixed64(start_ns),
         _SPAN_END + _pack_fixed64(max(end_ns, start_ns)),
     )

@@ -106,6 +106,9 @@ def span_record(
     links: tuple[LinkRecord, ...] = ()
     parent_remote = False
     caller = snapshot.caller
+    # Where a caller in another process hands a workflow over (its root's first
+    # export, under the caller or linked to it): a CONSUMER span (docs/trace-context.md).
+    consumer = caller is not None and caller.remote and snapshot.is_root and not continuation
     if caller is not None:
         if caller.as_link or (not snapshot.is_root and caller.trace_id != identity.trace_id):
             # a link: asked for, or the task that opened a nested span is in another
@@ -168,6 +171,7 @@ def span_record(
         events=events,
         links=links,
         parent_remote=parent_remote,
+        consumer=consumer,
         analysis=analysis,
         workflow_attributes=snapshot.workflow_attributes,
         client_id=snapshot.client_id,

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from otel_spans import ids, semconv
 from otel_spans.export import wire
-from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, WireEvent, WireLink
+from otel_spans.export.wire import (
+    KIND_CONSUMER,
+    KIND_INTERNAL,
+    STATUS_ERROR,
+    STATUS_UNSET,
+    WireEvent,
+    WireLink,
+)
 from otel_spans.records import AttrValue, LinkRecord, SpanEventRecord, SpanRecord
 from otel_spans.settings import RecordLimits
 from otel_spans.task_records import GroupRecord, TaskRecord
@@ -103,6 +110,7 @@ def _encode(
         status_code=status[0],
         status_message=status[1],
         parent_remote=isinstance(record, SpanRecord) and record.parent_remote,
+        kind=KIND_CONSUMER if isinstance(record, SpanRecord) and record.consumer else KIND_INTERNAL,
     )
 
 

@@ -4,10 +4,10 @@ Its own module because everything HTTP-specific is here: the ``requests`` sessio
 headers, gzip, which statuses are retryable (429, 502, 503, 504), ``Retry-After`` in
 seconds or as an HTTP date, 413 asking the caller to split the batch, a redirect
 refused (an exporter must not send telemetry to a place it was not configured with),
-a kept-alive connection the server closed, retried at once, and a response body read
-only up to :data:`MAX_RESPONSE_BYTES` after decompression, as the OTLP specification
-asks (a gzip bomb must not take the scheduler's memory). The send loop around an
-attempt is :class:`~otel_spans.export.otlp_retry.OtlpSender`'s.
+a kept-alive connection the server closed, retried at once, and the answer read only
+up to :data:`~otel_spans.export.http_session.MAX_RESPONSE_BYTES` after decompression
+(past it the export fails, counted and not retried). The send loop around an attempt
+is :class:`~otel_spans.export.otlp_retry.OtlpSender`'s.
 """
 
 from __future__ import annotations
@@ -17,17 +17,12 @@ import gzip
 import time
 from typing import Any
 
+from otel_spans.export.http_session import MAX_RESPONSE_BYTES, ResponseTooLarge, http_session
 from otel_spans.export.otlp_retry import AT_ONCE, Answer, OtlpSender, logger, user_agent
 from otel_spans.export.outcome import REFUSED, Sent
 from otel_spans.settings import ExportTarget
 
 _RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
-#: Most bytes of a collector's response body read, after decompression. An answer is a
-#: few bytes (a partial success); a longer one is not read on, the export counts as
-#: failed and is not retried (the same collector would answer the same).
-MAX_RESPONSE_BYTES = 4 * 1024 * 1024
-#: Bytes asked of the decoder at a time: what one read may hold beyond the cap.
-_CHUNK = 64 * 1024
 
 
 class HttpSender(OtlpSender):
@@ -35,9 +30,9 @@ class HttpSender(OtlpSender):
 
     def __init__(self, target: ExportTarget, signal: str, session: Any):
         super().__init__(target, signal)
-        import requests
 
-        self._session = session or requests.Session()
+        # Its answers capped (and its CA pinned) even when one is handed in bare.
+        self._session = session or http_session(target)
         self._session.verify = target.certificate or True
         if target.client_certificate and target.client_key:
             self._session.cert = (target.client_certificate, target.client_key)
@@ -64,32 +59,25 @@ class HttpSender(OtlpSender):
                 headers=self._headers,
                 timeout=timeout,
                 allow_redirects=False,
-                stream=True,  # the body is read below, up to MAX_RESPONSE_BYTES
             )
+        except ResponseTooLarge:
+            self._warn(
+                "otel-spans: the collector at %s answered %s with a body over %d bytes "
+                "(decompressed), which is not read: counted as failed, not retried",
+                self.endpoint,
+                self.signal,
+                MAX_RESPONSE_BYTES,
+            )
+            return REFUSED
         except requests.Timeout as error:
             logger.debug("otel-spans: %s export: %s", self.signal, type(error).__name__)
             return 0.0
         except requests.ConnectionError as error:
             logger.debug("otel-spans: %s export: %r", self.signal, error)
             return AT_ONCE if _closed_by_server(error) else 0.0
-        with response:
-            return self._answer(response)
-
-    def _answer(self, response: Any) -> Answer:
-        """What one response says; its body is read only where it matters, capped."""
         status = response.status_code
         if 200 <= status < 300:
-            content = read_capped(response, MAX_RESPONSE_BYTES)
-            if content is None:
-                self._warn(
-                    "otel-spans: the collector at %s answered %s with a body over %d bytes "
-                    "(decompressed), which is not read: counted as failed, not retried",
-                    self.endpoint,
-                    self.signal,
-                    MAX_RESPONSE_BYTES,
-                )
-                return REFUSED
-            return self._accepted(content)
+            return self._accepted(response.content)  # read by the session, capped
         if status == 413:
             return Sent(False, too_large=True)
         if 300 <= status < 400:
@@ -107,30 +95,13 @@ class HttpSender(OtlpSender):
             "otel-spans: the collector refused %s: HTTP %d %s",
             self.signal,
             status,
-            _status_message(read_capped(response, MAX_RESPONSE_BYTES) or b""),
+            _status_message(response.content),
         )
         return REFUSED
 
     def shutdown(self) -> None:
         super().shutdown()
         self._session.close()
-
-
-def read_capped(response: Any, limit: int) -> bytes | None:
-    """The body of a streamed ``requests`` response, decompressed (``Content-Encoding``
-    gzip or deflate), or None once it passes ``limit`` bytes: reading stops there."""
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        for chunk in response.iter_content(chunk_size=_CHUNK):
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-    except Exception as error:  # a body cut short or undecodable: an empty answer
-        logger.debug("otel-spans: reading a collector's answer: %r", error)
-        return b"".join(chunks)
-    return b"".join(chunks)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float:

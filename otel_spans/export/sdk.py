@@ -40,7 +40,8 @@ from otel_spans.export.console import (
     TeeSpanExporter,
 )
 from otel_spans.export.files import OtlpJsonMetricExporter, OtlpJsonSpanExporter, writer_for
-from otel_spans.export.tls import grpc_credentials, http_session
+from otel_spans.export.http_session import http_session
+from otel_spans.export.tls import grpc_credentials
 from otel_spans.settings import ExportTarget, Temporality
 
 logger = logging.getLogger("otel_spans")

@@ -1,4 +1,5 @@
-"""A collector's HTTP answer is read up to 4 MiB after decompression, never further.
+"""A collector's HTTP answer is read up to 4 MiB after decompression, never further:
+by the scheduler's sender and by the SDK's exporters (workers' spans, metrics) alike.
 
 A loopback HTTP server answers every export with a body of a designed size, plain or
 gzip-compressed (a small gzip body that inflates past the cap: the bomb the OTLP
@@ -16,9 +17,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExportResult
 
-from otel_spans.export.http_sender import MAX_RESPONSE_BYTES
+from otel_spans.export.http_session import MAX_RESPONSE_BYTES
 from otel_spans.export.outcome import Delivery, deliver
+from otel_spans.export.sdk import make_span_exporter
 from otel_spans.settings import ExportTarget
 from tests.support.senders import request, sender_for
 
@@ -93,6 +97,30 @@ def test_an_answer_at_the_cap_is_read(collector: tuple[str, Answering], gzipped:
     answering.body, answering.gzipped = padded_response(MAX_RESPONSE_BYTES), gzipped
     assert send_one(endpoint) == Delivery(exported=1)
     assert answering.posts == 1
+
+
+def sdk_export(endpoint: str) -> SpanExportResult:
+    target = ExportTarget(kind="otlp", endpoint=endpoint, protocol="http/protobuf", timeout=10.0)
+    exporter = make_span_exporter(target, role="worker")
+    provider = TracerProvider()
+    with provider.get_tracer("task code").start_as_current_span("work") as span:
+        pass
+    try:
+        return exporter.export([span])  # type: ignore[list-item]
+    finally:
+        exporter.shutdown()
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+def test_the_sdk_exporters_read_answers_up_to_the_cap_too(
+    collector: tuple[str, Answering], gzipped: bool
+) -> None:
+    endpoint, answering = collector
+    answering.body, answering.gzipped = b"\0" * (MAX_RESPONSE_BYTES + 1), gzipped
+    assert sdk_export(endpoint) == SpanExportResult.FAILURE
+    assert answering.posts == 1  # not retried
+    answering.body = padded_response(MAX_RESPONSE_BYTES)
+    assert sdk_export(endpoint) == SpanExportResult.SUCCESS
 
 
 def padded_response(size: int) -> bytes:

@@ -26,7 +26,7 @@ from otel_spans.settings import (
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: Variables the docs list that the OTel SDK reads itself (not a row of the table).
-READ_BY_THE_SDK = {"OTEL_RESOURCE_ATTRIBUTES"}
+READ_BY_THE_SDK = {"OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS"}
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

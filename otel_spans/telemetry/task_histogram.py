@@ -166,7 +166,7 @@ class TaskDurationHistogram:
             return data
         metric = Metric(
             name=semconv.M_TASK_DURATION,
-            description="Compute time of tasks that finished, by prefix",
+            description="Compute time of tasks that computed or raised, by prefix",
             unit=semconv.UNIT_SECONDS,
             data=Histogram(data_points=points, aggregation_temporality=temporality),
         )

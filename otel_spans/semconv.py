@@ -113,7 +113,8 @@ LIMITED_SERIES: Final = "(series)"
 #: Dask's synthetic activity: thread time of the span not attributed to its tasks.
 IDLE_ACTIVITY: Final = "idle or other spans"
 #: On erred task, task-group and Dask spans and on erred points of dask.task.duration:
-#: the exception's qualified type (task spans, the metric), else ERROR_TYPE_OTHER.
+#: the qualified type of the exception raised (task spans, the metric; group spans when
+#: their tasks raised one type), else ERROR_TYPE_OTHER.
 ERROR_TYPE: Final = "error.type"
 #: ``error.type`` of a span some of whose tasks erred (the semantic conventions' fallback).
 ERROR_TYPE_OTHER: Final = "_OTHER"

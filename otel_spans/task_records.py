@@ -39,6 +39,9 @@ class GroupRecord:
     submitted_ns: int = 0
     #: Dependency links left out beyond the most built (OTLP's dropped_links_count).
     links_dropped: int = 0
+    #: The type its raising tasks raised (one type), ``_OTHER`` (several), or "" (none
+    #: raised here: its erred tasks erred because a dependency did).
+    error_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)

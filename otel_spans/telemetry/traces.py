@@ -23,12 +23,15 @@ from otel_spans.settings import RecordLimits
 from otel_spans.task_records import GroupRecord, TaskRecord
 
 
-def _erred_status(erred: int, tasks: int, attrs: dict[str, AttrValue]) -> tuple[int, str]:
-    """ERROR when some tasks of a span or task group erred, with how many (and
-    ``error.type``, whose value is the conventions' fallback: tasks of several types
-    may have erred); else UNSET."""
+def _erred_status(
+    erred: int, tasks: int, attrs: dict[str, AttrValue], error_type: str = ""
+) -> tuple[int, str]:
+    """ERROR when some tasks of a span or task group erred, with how many, and
+    ``error.type``: the one type its tasks raised when known, else the conventions'
+    fallback ``_OTHER`` (several types, or tasks erred because a dependency did);
+    else UNSET."""
     if erred:
-        attrs[semconv.ERROR_TYPE] = semconv.ERROR_TYPE_OTHER
+        attrs[semconv.ERROR_TYPE] = error_type or semconv.ERROR_TYPE_OTHER
         return STATUS_ERROR, f"{erred} of {tasks} tasks erred"
     return STATUS_UNSET, ""
 
@@ -167,7 +170,7 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
         attrs[semconv.DASK_TASK_GROUP_SUBMITTED] = record.submitted_ns
     for action, seconds in record.durations:
         attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + semconv.key_part(action)] = seconds
-    status = _erred_status(record.erred, record.tasks, attrs)
+    status = _erred_status(record.erred, record.tasks, attrs, record.error_type)
     return _encode(
         record,
         record.prefix,

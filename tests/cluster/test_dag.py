@@ -329,6 +329,9 @@ async def test_an_erred_task_names_its_error_by_its_qualified_type(
             await asyncio.wait([asyncio.ensure_future(failing.exception())])  # type: ignore[arg-type]
             assert await client.submit(inc, 1, key="inc-1") == 2
         (task,) = await await_until(lambda: spans_by(otlp_receiver, **{"dask.task.key": "fail-7"}))
+        (group,) = await await_until(
+            lambda: spans_by(otlp_receiver, **{"dask.task_group.name": "fail"})
+        )
         (log,) = await await_until(
             lambda: [r for r in otlp_receiver.logs() if r.event_name == "dask.task.erred"]
         )
@@ -346,6 +349,7 @@ async def test_an_erred_task_names_its_error_by_its_qualified_type(
     assert task.status_code == ERROR
     assert task.status_message == "record 7 is corrupt"
     assert task.attributes["error.type"] == qualified
+    assert group.attributes["error.type"] == qualified  # the one type its tasks raised
     (exception,) = [e for e in task.events if e.name == "exception"]
     assert exception.attributes["exception.type"] == qualified
     assert log.attributes["exception.type"] == qualified

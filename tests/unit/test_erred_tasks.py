@@ -136,8 +136,8 @@ def test_an_erred_task_span_has_error_type_and_its_message_as_description(
     ] == "json.decoder.JSONDecodeError"
 
 
-def test_a_group_with_erred_tasks_has_the_fallback_error_type() -> None:
-    def group(erred: int) -> Any:
+def test_a_group_names_the_type_its_tasks_raised_else_the_fallback() -> None:
+    def group(erred: int, error_type: str = "") -> Any:
         record = GroupRecord(
             name="parse-abc",
             prefix="parse",
@@ -154,12 +154,16 @@ def test_a_group_with_erred_tasks_has_the_fallback_error_type() -> None:
             workers=1,
             task_spans_kept=0,
             task_spans_dropped=0,
+            error_type=error_type,
         )
         return decoded_span(group_span(record, limits=RecordLimits()))
 
-    erred = group(1)
-    assert attributes(erred)[semconv.ERROR_TYPE].string_value == "_OTHER"
+    erred = group(1, "json.decoder.JSONDecodeError")
+    assert attributes(erred)[semconv.ERROR_TYPE].string_value == "json.decoder.JSONDecodeError"
     assert erred.status.message == "1 of 3 tasks erred"
+    # several types, or only tasks erred because a dependency did: the fallback
+    assert attributes(group(2, "_OTHER"))[semconv.ERROR_TYPE].string_value == "_OTHER"
+    assert attributes(group(1))[semconv.ERROR_TYPE].string_value == "_OTHER"
     assert semconv.ERROR_TYPE not in attributes(group(0))
 
 

@@ -10,6 +10,10 @@ package has no side effect besides registering the ``otel-spans`` dask.config de
 
 from __future__ import annotations
 
+#: First, before any import: modules of the package read it while it initialises
+#: (the resource's ``telemetry.distro.version``, the scope version, the user agent).
+__version__ = "0.2.0"
+
 from otel_spans.config import ConfigError, Settings, register_defaults
 from otel_spans.context import (
     LOG_FORMAT,
@@ -49,6 +53,4 @@ __all__ = [
     "trace_id",
     "trace_url",
 ]
-__version__ = "0.2.0"
-
 register_defaults()

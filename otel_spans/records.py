@@ -182,6 +182,9 @@ class SpanRecord:
     links: tuple[LinkRecord, ...] = field(default=())
     #: The parent is the caller's span, in another process.
     parent_remote: bool = False
+    #: The root's first export under (or linked to) a caller in another process: the
+    #: span kind CONSUMER, which service graphs pair with the caller's PRODUCER/CLIENT.
+    consumer: bool = False
     #: The workflow analysis: on roots exported done only.
     analysis: WorkflowAnalysis | None = None
     #: The workflow's attributes (configured, then given; sorted by key): on every span

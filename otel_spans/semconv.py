@@ -12,12 +12,38 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-#: Instrumentation scope of everything the scheduler emits.
+#: The characters an attribute key of ours may hold (the naming rules: lowercase
+#: letters, digits, ``_``, and ``.`` between namespaces).
+_KEY_PART = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+#: Instrumentation scope of everything the scheduler emits (its version: the package's).
 SCOPE_NAME: Final = "otel_spans"
+#: The semantic conventions these names follow: the schema URL of every scope we encode.
+SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.33.0"
+#: ``telemetry.distro.name``: the bytes are otel-spans', the SDK's only in part.
+DISTRO_NAME: Final = "otel-spans"
+
+
+def key_part(name: str) -> str:
+    """A Dask name (task state, action, activity) as the last part of an attribute key.
+
+    The one place Dask's names become key parts: lowercase, every character other
+    than ``a-z``, ``0-9`` and ``_`` as ``_`` (``no-worker`` -> ``no_worker``,
+    ``disk-read`` -> ``disk_read``, ``idle or other spans`` -> ``idle_or_other_spans``).
+    Metric attribute *values* keep Dask's spelling.
+    """
+    lowered = name.lower()
+    if _KEY_PART.issuperset(lowered):
+        return lowered
+    return "".join(c if c in _KEY_PART else "_" for c in lowered)
+
 
 # -- resource -------------------------------------------------------------------------
 SERVICE_NAME: Final = "service.name"
 SERVICE_INSTANCE_ID: Final = "service.instance.id"
+SERVICE_NAMESPACE: Final = "service.namespace"
+TELEMETRY_DISTRO_NAME: Final = "telemetry.distro.name"
+TELEMETRY_DISTRO_VERSION: Final = "telemetry.distro.version"
 DASK_SCHEDULER_ADDRESS: Final = "dask.scheduler.address"
 DASK_CLUSTER_NAME: Final = "dask.cluster.name"
 DASK_VERSION: Final = "dask.distributed.version"
@@ -120,6 +146,12 @@ ATTR_MEMORY_TYPE: Final = "dask.memory.type"
 MEMORY_TYPES: Final = ("managed", "unmanaged", "spilled")
 #: Dask's synthetic activity: thread time of the span not attributed to its tasks.
 IDLE_ACTIVITY: Final = "idle or other spans"
+#: On erred task, task-group and Dask spans and on erred points of dask.task.duration:
+#: the qualified type of the exception raised (task spans, the metric; group spans when
+#: their tasks raised one type), else ERROR_TYPE_OTHER.
+ERROR_TYPE: Final = "error.type"
+#: ``error.type`` of a span some of whose tasks erred (the semantic conventions' fallback).
+ERROR_TYPE_OTHER: Final = "_OTHER"
 #: Every attribute key metric points carry (besides the resource's).
 METRIC_ATTRIBUTES: Final = (
     DASK_SPAN_NAME,
@@ -135,6 +167,7 @@ METRIC_ATTRIBUTES: Final = (
     ATTR_LIMITED,
     DASK_WORKER_ADDRESS,
     ATTR_MEMORY_TYPE,
+    ERROR_TYPE,
 )
 
 # -- metrics: (name, unit) ------------------------------------------------------------
@@ -266,6 +299,15 @@ EVENT_EXCEPTION: Final = "exception"
 EXCEPTION_TYPE: Final = "exception.type"
 EXCEPTION_MESSAGE: Final = "exception.message"
 EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+
+
+def qualified_type(module: str, qualname: str) -> str:
+    """``exception.type`` and ``error.type`` of a class: ``module.QualName``, builtins
+    bare (``ValueError``), as Python's tracebacks name them and the semantic
+    conventions' examples do; ``__main__`` stays, since the name is read elsewhere."""
+    return qualname if module == "builtins" else f"{module}.{qualname}"
+
+
 #: One event per scheduler transition of an erred task (from Scheduler.story).
 EVENT_TRANSITION: Final = "dask.transition"
 DASK_TRANSITION_FROM: Final = "dask.transition.from"
@@ -314,8 +356,9 @@ DASK_PROFILE_SAMPLES: Final = "dask.profile.samples"
 DASK_PROFILE_STACKS: Final = "dask.profile.stacks"
 DASK_PROFILE_FOLDED_STACKS: Final = "dask.profile.folded_stacks"
 DASK_PROFILE_WORKERS: Final = "dask.profile.workers"
-#: Semantic-conventions attribute: the workflow's trace link (``otel-spans.trace-url``).
-URL_FULL: Final = "url.full"
+#: The workflow's link in a tracing UI (``otel-spans.trace-url``). Not ``url.full``,
+#: which the conventions reserve for the URL of the request a span describes.
+OTEL_SPANS_TRACE_URL: Final = "otel_spans.trace_url"
 
 # -- workflow analysis (on root Dask spans, computed on the scheduler) --------------------
 #: The root span's parallel efficiency (share of available thread time used), and the

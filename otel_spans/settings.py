@@ -279,6 +279,8 @@ class Settings:
     #: On every workflow's Dask spans (``workflow-attributes``), sorted by key.
     workflow_attributes: tuple[tuple[str, str | bool | int | float], ...] = ()
     profile: ProfileSettings = ProfileSettings()
+    #: ``service.namespace`` (``service-namespace``); None: OTEL_RESOURCE_ATTRIBUTES'.
+    service_namespace: str | None = None
 
     @property
     def code_snippet_length(self) -> int:

@@ -41,6 +41,9 @@ class GroupRecord:
     links_dropped: int = 0
     #: Its memory (spilled bytes: its prefix's in its Dask span); None when not read.
     footprint: MemoryRecord | None = None
+    #: The type its raising tasks raised (one type), ``_OTHER`` (several), or "" (none
+    #: raised here: its erred tasks erred because a dependency did).
+    error_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)

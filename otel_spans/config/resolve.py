@@ -152,6 +152,7 @@ class Resolver:
         return cls(
             enabled=v("enabled"),
             service_name=v("service-name"),
+            service_namespace=v("service-namespace"),
             cluster_name=v("cluster-name"),
             trace_url=v("trace-url"),
             resource_attributes=v("resource-attributes"),

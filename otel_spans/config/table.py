@@ -142,6 +142,8 @@ ROWS: tuple[Setting, ...] = (
             env=(None, "OTEL_SDK_DISABLED"), nullable=False, env_disables=True),
     Setting("service-name", Text(), None, "service.name of everything exported (else dask)",
             env=(None, "OTEL_SERVICE_NAME")),
+    Setting("service-namespace", Text(), None,
+            "service.namespace of everything exported (else OTEL_RESOURCE_ATTRIBUTES')"),
     Setting("cluster-name", Text(), None, "dask.cluster.name resource attribute"),
     Setting("trace-url", TraceUrl(), None,
             "link to a workflow's trace in your tracing UI, with {trace_id}"),

@@ -2,11 +2,13 @@
 
 ``OTEL_TRACES_EXPORTER=otlp,console`` (or ``console`` alone) is how OTel users ask to see
 what a process exports; the specification lists ``console`` for traces, metrics and
-logs. The scheduler's traces and logs are already encoded requests, so they are printed
-as one OTLP/JSON line per request (the format ``otel-spans report`` and the file
-exporter read); workers' spans and the metrics go through the SDK, so the SDK's console
-exporters print them. Writing to stdout happens on the exporter threads, never on
-Dask's event loop.
+logs. Every signal is printed as one OTLP/JSON line per request, with the encoder of the
+files (:func:`otel_spans.export.files.to_otlp_json`: hex ids, integer enums), so what
+``otel-spans report``, the collector and any OTLP/JSON reader take: the scheduler's
+traces and logs are already encoded requests; workers' spans and the metrics, which go
+through the SDK, are encoded by the SDK's OTLP encoder first. (The SDK's own console
+exporters print a JSON of their own making, which no OTLP tool reads.) Writing to
+stdout happens on the exporter threads, never on Dask's event loop.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics.export import (
@@ -29,6 +32,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_spans.export.files import to_otlp_json
 from otel_spans.export.outcome import ACCEPTED, Sent
 
 _REQUESTS: dict[str, type[Message]] = {
@@ -37,21 +41,28 @@ _REQUESTS: dict[str, type[Message]] = {
 }
 
 
+#: One lock for every console writer of the process: lines of two signals never interleave.
+_PRINTING = threading.Lock()
+
+
+def print_line(message: Message, out: TextIO | None = None) -> None:
+    """Print one OTLP request as one OTLP/JSON line (to ``sys.stdout`` by default)."""
+    line = to_otlp_json(message)
+    stream = out or sys.stdout  # read at print time: tests and daemons swap it
+    with _PRINTING:
+        stream.write(line + "\n")
+        stream.flush()
+
+
 class ConsoleSender:
     """Prints each encoded ``signal`` request as one OTLP/JSON line."""
 
     def __init__(self, signal: str, out: TextIO | None = None):
         self._request_type = _REQUESTS[signal]
         self._out = out
-        self._lock = threading.Lock()
 
     def send(self, request: bytes) -> Sent:
-        message = self._request_type.FromString(request)
-        line = json_format.MessageToJson(message, indent=None)
-        out = self._out or sys.stdout  # read at send time: tests and daemons swap it
-        with self._lock:
-            out.write(line + "\n")
-            out.flush()
+        print_line(self._request_type.FromString(request), self._out)
         return ACCEPTED
 
     def shutdown(self) -> None:
@@ -74,8 +85,49 @@ class TeeSender:
         self._primary.shutdown()
 
 
+class ConsoleSpanExporter(SpanExporter):
+    """The SDK's spans (workers' task code) printed as OTLP/JSON lines."""
+
+    def __init__(self, out: TextIO | None = None):
+        self._out = out
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        print_line(encode_spans(spans), self._out)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+class ConsoleMetricExporter(MetricExporter):
+    """The SDK's metrics printed as OTLP/JSON lines, with the given temporalities."""
+
+    def __init__(
+        self,
+        preferred_temporality: dict[type, AggregationTemporality] | None = None,
+        out: TextIO | None = None,
+    ):
+        super().__init__(preferred_temporality=preferred_temporality)
+        self._out = out
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        print_line(encode_metrics(metrics_data), self._out)
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
 class TeeSpanExporter(SpanExporter):
-    """An SDK span exporter and the SDK's console exporter; the first one's result counts."""
+    """An SDK span exporter and the console one; the first one's result counts."""
 
     def __init__(self, primary: SpanExporter, console: SpanExporter):
         self._primary = primary

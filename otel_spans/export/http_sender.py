@@ -4,8 +4,10 @@ Its own module because everything HTTP-specific is here: the ``requests`` sessio
 headers, gzip, which statuses are retryable (429, 502, 503, 504), ``Retry-After`` in
 seconds or as an HTTP date, 413 asking the caller to split the batch, a redirect
 refused (an exporter must not send telemetry to a place it was not configured with),
-and a kept-alive connection the server closed, retried at once. The send loop around
-an attempt is :class:`~otel_spans.export.otlp_retry.OtlpSender`'s.
+a kept-alive connection the server closed, retried at once, and the answer read only
+up to :data:`~otel_spans.export.http_session.MAX_RESPONSE_BYTES` after decompression
+(past it the export fails, counted and not retried). The send loop around an attempt
+is :class:`~otel_spans.export.otlp_retry.OtlpSender`'s.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import gzip
 import time
 from typing import Any
 
+from otel_spans.export.http_session import MAX_RESPONSE_BYTES, ResponseTooLarge, http_session
 from otel_spans.export.otlp_retry import AT_ONCE, Answer, OtlpSender, logger, user_agent
 from otel_spans.export.outcome import REFUSED, Sent
 from otel_spans.settings import ExportTarget
@@ -27,9 +30,9 @@ class HttpSender(OtlpSender):
 
     def __init__(self, target: ExportTarget, signal: str, session: Any):
         super().__init__(target, signal)
-        import requests
 
-        self._session = session or requests.Session()
+        # Its answers capped (and its CA pinned) even when one is handed in bare.
+        self._session = session or http_session(target)
         self._session.verify = target.certificate or True
         if target.client_certificate and target.client_key:
             self._session.cert = (target.client_certificate, target.client_key)
@@ -57,6 +60,15 @@ class HttpSender(OtlpSender):
                 timeout=timeout,
                 allow_redirects=False,
             )
+        except ResponseTooLarge:
+            self._warn(
+                "otel-spans: the collector at %s answered %s with a body over %d bytes "
+                "(decompressed), which is not read: counted as failed, not retried",
+                self.endpoint,
+                self.signal,
+                MAX_RESPONSE_BYTES,
+            )
+            return REFUSED
         except requests.Timeout as error:
             logger.debug("otel-spans: %s export: %s", self.signal, type(error).__name__)
             return 0.0
@@ -65,7 +77,7 @@ class HttpSender(OtlpSender):
             return AT_ONCE if _closed_by_server(error) else 0.0
         status = response.status_code
         if 200 <= status < 300:
-            return self._accepted(response.content)
+            return self._accepted(response.content)  # read by the session, capped
         if status == 413:
             return Sent(False, too_large=True)
         if 300 <= status < 400:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import importlib
 import logging
+import platform
 import random
 import threading
 import time
 
+from otel_spans import __version__
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
 from otel_spans.redact import redact_url
 from otel_spans.settings import ExportTarget, bounded
@@ -51,13 +53,10 @@ AT_ONCE = -1.0
 
 
 def user_agent() -> str:
-    """What both transports send as their user agent: this package and its version."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"otel-spans/{version('otel-spans')}"
-    except PackageNotFoundError:
-        return "otel-spans"
+    """What both transports send as their user agent: this package and its version,
+    and the language with its version, as the OTLP exporter specification asks
+    (``otel-spans/0.2.0 (python/3.12.3)``)."""
+    return f"otel-spans/{__version__} (python/{platform.python_version()})"
 
 
 class OtlpSender:

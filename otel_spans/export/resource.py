@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from opentelemetry.sdk.resources import Resource
 
-from otel_spans import semconv
+from otel_spans import __version__, semconv
 from otel_spans.settings import Settings
 
 
@@ -13,7 +13,9 @@ def build_resource(settings: Settings, *, instance_id: str, scheduler_address: s
 
     ``Resource.create`` merges OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME; explicit
     otel-spans settings win over both, and ``dask`` replaces the SDK's
-    ``unknown_service`` placeholder.
+    ``unknown_service`` placeholder. ``telemetry.distro.*`` says which distribution
+    made the bytes: the SDK's ``telemetry.sdk.*`` stay, but the spans and logs are
+    encoded by otel-spans.
     """
     from importlib.metadata import version
 
@@ -21,8 +23,12 @@ def build_resource(settings: Settings, *, instance_id: str, scheduler_address: s
     attributes[semconv.SERVICE_INSTANCE_ID] = instance_id
     attributes[semconv.DASK_SCHEDULER_ADDRESS] = scheduler_address
     attributes[semconv.DASK_VERSION] = version("distributed")
+    attributes[semconv.TELEMETRY_DISTRO_NAME] = semconv.DISTRO_NAME
+    attributes[semconv.TELEMETRY_DISTRO_VERSION] = __version__
     if settings.cluster_name:
         attributes[semconv.DASK_CLUSTER_NAME] = settings.cluster_name
+    if settings.service_namespace:
+        attributes[semconv.SERVICE_NAMESPACE] = settings.service_namespace
     if settings.service_name:
         attributes[semconv.SERVICE_NAME] = settings.service_name
     resource = Resource.create(attributes)

@@ -26,17 +26,22 @@ from opentelemetry.sdk.metrics import (
 )
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
-    ConsoleMetricExporter,
     MetricExporter,
     MetricExportResult,
     MetricsData,
 )
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_spans.export.console import TeeMetricExporter, TeeSpanExporter
+from otel_spans.export.console import (
+    ConsoleMetricExporter,
+    ConsoleSpanExporter,
+    TeeMetricExporter,
+    TeeSpanExporter,
+)
 from otel_spans.export.files import OtlpJsonMetricExporter, OtlpJsonSpanExporter, writer_for
-from otel_spans.export.tls import grpc_credentials, http_session
+from otel_spans.export.http_session import http_session
+from otel_spans.export.tls import grpc_credentials
 from otel_spans.settings import ExportTarget, Temporality, bounded
 
 logger = logging.getLogger("otel_spans")

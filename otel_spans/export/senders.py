@@ -15,8 +15,9 @@ from otel_spans.export.console import ConsoleSender, TeeSender
 from otel_spans.export.files import FileSender, writer_for
 from otel_spans.export.grpc_sender import GrpcSender
 from otel_spans.export.http_sender import HttpSender
+from otel_spans.export.http_session import http_session
 from otel_spans.export.outcome import ACCEPTED, Sent
-from otel_spans.export.tls import grpc_credentials, http_session
+from otel_spans.export.tls import grpc_credentials
 from otel_spans.settings import ExportTarget
 
 

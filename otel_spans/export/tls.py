@@ -1,8 +1,9 @@
-"""TLS material for OTLP over gRPC and HTTP, from the configured files."""
+"""TLS material for OTLP over gRPC, from the configured files (HTTP's session, with
+its pinned CA, is :mod:`.http_session`'s)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from otel_spans.settings import ExportTarget
 
@@ -28,24 +29,3 @@ def grpc_credentials(target: ExportTarget) -> grpc.ChannelCredentials | None:
         private_key=_read(target.client_key),
         certificate_chain=_read(target.client_certificate),
     )
-
-
-def http_session(target: ExportTarget) -> Any:
-    """A ``requests`` session that verifies against the configured CA, or None.
-
-    ``requests`` lets ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` replace the CA a session
-    was given (they win over ``Session.verify``), so a configured ``certificate`` would
-    be silently ignored wherever those are set, as on many CI images and corporate
-    machines. This session keeps the configured CA and still honours proxy variables.
-    """
-    if target.certificate is None:
-        return None
-    import requests
-
-    class PinnedCaSession(requests.Session):
-        def merge_environment_settings(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-            merged: dict[str, Any] = super().merge_environment_settings(*args, **kwargs)
-            merged["verify"] = self.verify
-            return merged
-
-    return PinnedCaSession()

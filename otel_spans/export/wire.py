@@ -44,8 +44,8 @@ def span_flags(trace_flags: int, *, remote: bool) -> int:
     return (trace_flags & 0xFF) | _HAS_IS_REMOTE | (_IS_REMOTE if remote else 0)
 
 
-#: ``Span.SpanKind.SPAN_KIND_INTERNAL``
-KIND_INTERNAL = 1
+#: ``Span.SpanKind``: SPAN_KIND_INTERNAL, SPAN_KIND_CONSUMER
+KIND_INTERNAL, KIND_CONSUMER = 1, 5
 #: ``Status.StatusCode``
 STATUS_UNSET, STATUS_ERROR = 0, 2
 
@@ -114,6 +114,8 @@ _RESOURCE_SPANS_RESOURCE, _RESOURCE_SPANS_SCOPE_SPANS = _length_delimited(1), _l
 _RESOURCE_ATTRIBUTE = _length_delimited(1)
 _SCOPE_SPANS_SCOPE, _SCOPE_SPANS_SPAN = _length_delimited(1), _length_delimited(2)
 _SCOPE_NAME, _SCOPE_VERSION = _length_delimited(1), _length_delimited(2)
+#: ``ScopeSpans.schema_url`` / ``ScopeLogs.schema_url``
+_SCOPE_SPANS_SCHEMA_URL = _length_delimited(3)
 _LOCAL_FLAGS = _SPAN_FLAGS + _pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
 _REMOTE_PARENT_FLAGS = _SPAN_FLAGS + _pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
@@ -273,6 +275,7 @@ def span(
     status_code: int = STATUS_UNSET,
     status_message: str = "",
     parent_remote: bool = False,
+    kind: int = KIND_INTERNAL,
 ) -> bytes:
     """One ``Span`` message (without its own tag); the first events and links are kept.
 
@@ -292,7 +295,7 @@ def span(
         parts.append(_SPAN_PARENT + b"\x08" + _span_id(parent_span_id))
     parts += (
         _message(_SPAN_NAME, _text(name, max_length)),
-        _SPAN_KIND + _SMALL[KIND_INTERNAL],
+        _SPAN_KIND + _SMALL[kind],
         _SPAN_START + _pack_fixed64(start_ns),
         _SPAN_END + _pack_fixed64(max(end_ns, start_ns)),
     )
@@ -367,7 +370,8 @@ class RequestEncoder:
     """Wraps encoded spans (or log records) into one request of one resource and scope.
 
     The resource and scope are encoded once; a request is then two length prefixes and
-    a join.
+    a join. ``schema_url`` goes on every scope of a request: the records' attributes
+    follow the same conventions whichever scope (Python logger) they are under.
     """
 
     def __init__(
@@ -375,6 +379,7 @@ class RequestEncoder:
         resource_attributes: Mapping[str, object],
         scope_name: str,
         scope_version: str = "",
+        schema_url: str = "",
     ):
         resource, _ = _key_values(_RESOURCE_ATTRIBUTE, resource_attributes, 1 << 30, 1 << 30)
         scope = _message(_SCOPE_NAME, scope_name.encode())
@@ -382,6 +387,9 @@ class RequestEncoder:
             scope += _message(_SCOPE_VERSION, scope_version.encode())
         self._resource = _message(_RESOURCE_SPANS_RESOURCE, resource)
         self._scope = _message(_SCOPE_SPANS_SCOPE, scope)
+        self._schema_url = (
+            _message(_SCOPE_SPANS_SCHEMA_URL, schema_url.encode()) if schema_url else b""
+        )
 
     def request(self, spans: Iterable[bytes]) -> bytes:
         """An ``ExportTraceServiceRequest`` of ``spans``, or, given encoded log records,
@@ -393,7 +401,9 @@ class RequestEncoder:
         resource_spans = self._resource + b"".join(
             _message(
                 _RESOURCE_SPANS_SCOPE_SPANS,
-                (scope or self._scope) + b"".join(_message(_SCOPE_SPANS_SPAN, s) for s in items),
+                (scope or self._scope)
+                + b"".join(_message(_SCOPE_SPANS_SPAN, s) for s in items)
+                + self._schema_url,
             )
             for scope, items in scopes
         )

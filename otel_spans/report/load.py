@@ -41,6 +41,17 @@ class LoadedSpan:
     def duration_s(self) -> float:
         return (self.end_ns - self.start_ns) / 1e9
 
+    @property
+    def error(self) -> str:
+        """What went wrong, as ``<error.type>: <message>``: an erred task span's status
+        description is the message alone (its type is ``error.type``); older files,
+        without ``error.type``, wrote ``<type>: <message>`` there: kept as it is."""
+        kind = self.attributes.get(semconv.ERROR_TYPE)
+        message = self.status_message
+        if not kind or kind == semconv.ERROR_TYPE_OTHER:
+            return message
+        return f"{kind}: {message}" if message else str(kind)
+
 
 def any_value(value: dict[str, Any]) -> Any:
     """Decode an OTLP/JSON ``AnyValue``."""

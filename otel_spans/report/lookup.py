@@ -74,7 +74,7 @@ def _attributes(attributes: Mapping[str, Any], indent: str) -> list[str]:
 
 def _header(span: LoadedSpan, what: str, index: _Index) -> list[str]:
     status = {2: "ERROR", 1: "OK"}.get(span.status_code, "unset")
-    message = f": {span.status_message}" if span.status_message else ""
+    message = f": {span.error}" if span.error else ""
     return [
         f"{what} {span.name!r} in Dask span {index.dask_span_name(span)!r}"
         f"  (trace {span.trace_id}, span {span.span_id})",

@@ -35,7 +35,7 @@ def _render_trace(trace_id: str, members: list[LoadedSpan]) -> str:
         tasks = s.attributes.get(semconv.DASK_SPAN_TASK_COUNT, s.attributes.get("dask.span.tasks"))
         extra = f"  {tasks} tasks" if tasks is not None else ""
         if s.status_code == _ERROR:
-            extra += f"  ERROR: {s.status_message}"
+            extra += f"  ERROR: {s.error}"
         lines.append(
             f"  {'  ' * depth}{s.name:<{max(1, 40 - 2 * depth)}} "
             f"+{(s.start_ns - origin) / 1e9:7.3f}s  {s.duration_s:7.3f}s{extra}"

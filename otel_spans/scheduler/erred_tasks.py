@@ -8,6 +8,7 @@ from the groups' bookkeeping, which every finished task goes through.
 
 from __future__ import annotations
 
+import pickletools
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -22,28 +23,99 @@ if TYPE_CHECKING:
 _MAX_STORY_EVENTS = 50
 #: Most recommendations recorded on one transition event.
 _MAX_RECOMMENDATIONS = 16
+#: Most pickle opcodes read in search of an exception's class.
+_MAX_OPCODES = 64
+#: Modules whose globals wrap an exception's class in its pickle, not the class itself
+#: (tblib's ``unpickle_exception``, which distributed installs on every task error).
+_WRAPPERS = ("tblib", "copyreg")
+#: A global of this module first: the class is pickled by value (defined in
+#: ``__main__`` or a function), and its qualified name is not one global to read.
+_BY_VALUE = "cloudpickle"
+
+
+def exception_type(kwargs: dict[str, Any], max_length: int) -> str:
+    """The fully qualified class name of an erred task's exception (``json.decoder.
+    JSONDecodeError``; builtins bare, ``ValueError``), never unpickling it.
+
+    The worker sends the exception pickled: the class is the first global of that
+    pickle that is not one of tblib's wrappers, read with :mod:`pickletools` (which
+    runs nothing). When no such global is found (a class pickled by value, a frame
+    compressed on the way), the name in the ``repr`` the worker also sent, unqualified.
+    """
+    found = _pickled_class(kwargs.get("exception"))
+    if found:
+        return found[:max_length]
+    text = str(kwargs.get("exception_text") or "")[: max_length * 2]
+    return text.partition("(")[0].strip()[:max_length] or "Exception"
+
+
+def _pickle_bytes(exception: object) -> bytes | None:
+    """The pickle of an exception as distributed carries it: ``Serialize(bytes)``
+    within one process, ``Serialized`` (a ``bytes`` frame, uncompressed) after a comm."""
+    data = getattr(exception, "data", None)
+    if isinstance(data, bytes):
+        return data
+    header, frames = getattr(exception, "header", None), getattr(exception, "frames", None)
+    if not isinstance(header, dict) or not isinstance(frames, list | tuple):
+        return None
+    if header.get("type") != "bytes" or header.get("serializer") != "dask":
+        return None
+    if any(c is not None for c in header.get("compression") or ()):
+        return None
+    try:
+        return b"".join(bytes(frame) for frame in frames)
+    except TypeError:
+        return None
+
+
+def _pickled_class(exception: object) -> str:
+    data = _pickle_bytes(exception)
+    if not data:
+        return ""
+    strings: list[str] = []
+    try:
+        for opcode, arg, _ in islice(pickletools.genops(data), _MAX_OPCODES):
+            if opcode.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
+                strings.append(str(arg))
+                continue
+            if opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                module, name = strings[-2], strings[-1]
+            elif opcode.name == "GLOBAL" and isinstance(arg, str) and " " in arg:
+                module, name = arg.split(" ", 1)
+            else:
+                continue
+            root = module.split(".")[0]
+            if root == _BY_VALUE:
+                return ""
+            if root not in _WRAPPERS:
+                return semconv.qualified_type(module, name)
+    except Exception:  # a pickle we cannot read is no reason to lose the error
+        return ""
+    return ""
 
 
 def exception_record(
     kwargs: dict[str, Any], max_length: int, *, messages: bool = True
 ) -> ExceptionRecord:
-    """The exception of an erred task from the texts the worker sent (never unpickled).
+    """The exception of an erred task from what the worker sent (never unpickled).
 
     Without ``messages`` only the type is kept: message and traceback may quote data.
+    The stack trace is Python's own rendering, as ``traceback.format_exception``
+    writes it (Dask sends the frames only): a header, the frames, ``Type: message``.
     """
-    text = str(kwargs.get("exception_text") or "")[: max_length * 2]
-    kind, _, rest = text.partition("(")
-    kind = kind.strip()[:max_length] or "Exception"
+    kind = exception_type(kwargs, max_length)
     if not messages:
         return ExceptionRecord(type=kind, message="", stacktrace="")
+    text = str(kwargs.get("exception_text") or "")[: max_length * 2]
+    rest = text.partition("(")[2]
     message = rest[:-1] if rest.endswith(")") else text
     if message[:1] in "'\"" and message[-1:] == message[:1]:
         message = message[1:-1]
-    return ExceptionRecord(
-        type=kind,
-        message=message[:max_length],
-        stacktrace=str(kwargs.get("traceback_text") or "")[:max_length],
-    )
+    message = message[:max_length]
+    frames = str(kwargs.get("traceback_text") or "")[:max_length]
+    last = f"{kind}: {message}" if message else kind
+    stacktrace = f"Traceback (most recent call last):\n{frames}{last}" if frames else ""
+    return ExceptionRecord(type=kind, message=message, stacktrace=stacktrace[:max_length])
 
 
 def story_event(entry: object) -> SpanEventRecord | None:
@@ -100,6 +172,7 @@ def erred_log(record: TaskRecord, trace_id: int, *, kept: bool, sampled: bool = 
             (semconv.DASK_WORKER_ADDRESS, record.worker),
             (semconv.EXCEPTION_TYPE, exc.type),
             *(((semconv.EXCEPTION_MESSAGE, exc.message),) if exc.message else ()),
+            *(((semconv.EXCEPTION_STACKTRACE, exc.stacktrace),) if exc.stacktrace else ()),
         ),
         event_name=semconv.LOG_TASK_ERRED,
         trace_id=trace_id,

@@ -147,10 +147,10 @@ def run_totals(own: Mapping[Any, float], idle: float | None) -> dict[str, float]
             continue
         prefix = semconv.DASK_SPAN_RUN_PREFIXES.get(str(key[3]))
         if prefix is not None:
-            name = prefix + _attribute_part(str(key[2]))
+            name = prefix + semconv.key_part(str(key[2]))
             totals[name] = totals.get(name, 0.0) + value
     if idle is not None:
-        name = semconv.DASK_SPAN_RUN_TIME_PREFIX + _attribute_part(semconv.IDLE_ACTIVITY)
+        name = semconv.DASK_SPAN_RUN_TIME_PREFIX + semconv.key_part(semconv.IDLE_ACTIVITY)
         totals[name] = idle
     return totals
 
@@ -180,11 +180,6 @@ def busy_and_idle(tree: Mapping[Any, float]) -> tuple[float, float]:
             elif key[3] == "seconds":
                 busy += value
     return busy, idle
-
-
-def _attribute_part(text: str) -> str:
-    """An activity as the last part of an attribute name: ``thread-cpu`` -> ``thread_cpu``."""
-    return "".join(c if c.isalnum() else "_" for c in text.lower())
 
 
 def live_cpu_seconds(span: Span) -> float:

@@ -120,6 +120,9 @@ def span_record(
     links: tuple[LinkRecord, ...] = ()
     parent_remote = False
     caller = snapshot.caller
+    # Where a caller in another process hands a workflow over (its root's first
+    # export, under the caller or linked to it): a CONSUMER span (docs/trace-context.md).
+    consumer = caller is not None and caller.remote and snapshot.is_root and not continuation
     if caller is not None:
         if caller.as_link or (not snapshot.is_root and caller.trace_id != identity.trace_id):
             # a link: asked for, or the task that opened a nested span is in another
@@ -187,6 +190,7 @@ def span_record(
         events=events,
         links=links,
         parent_remote=parent_remote,
+        consumer=consumer,
         analysis=analysis,
         workflow_attributes=snapshot.workflow_attributes,
         client_id=snapshot.client_id,
@@ -267,7 +271,7 @@ def started_log(root: Span, identity: SpanIdentity, url: str | None) -> LogEntry
         (semconv.DASK_SPAN_NAME, name),
     )
     if url is not None:
-        attributes += ((semconv.URL_FULL, url),)
+        attributes += ((semconv.OTEL_SPANS_TRACE_URL, url),)
     return LogEntry(
         time_ns=ns(root.enqueued),
         severity_number=semconv.SEVERITY_INFO.number,

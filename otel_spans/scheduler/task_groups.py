@@ -85,6 +85,9 @@ class _Group:
     span_id: int
     memory: int = 0
     erred: int = 0
+    #: ``error.type`` of the tasks of the group that raised: their exception's type
+    #: while they all raised the same one, else the conventions' ``_OTHER``.
+    error_type: str = ""
     workers: set[str] | None = field(default_factory=set)
     worker_count: int = 0
     exported: bool = False
@@ -276,10 +279,16 @@ class TaskGroups:
             self.sampler.hold(tg, span.trace_id, policy, duration, record)
         elif decision is not None:
             self.submit(record)
-        if erred_here and self.log is not None:
-            assert isinstance(record, TaskRecord)
-            kept = decision is not None
-            self.log(erred_tasks.erred_log(record, span.trace_id, kept=kept, sampled=span.sampled))
+        if erred_here:
+            assert isinstance(record, TaskRecord) and record.exception is not None
+            kind = record.exception.type
+            if group.error_type != kind:
+                group.error_type = kind if not group.error_type else semconv.ERROR_TYPE_OTHER
+            if self.log is not None:
+                kept = decision is not None
+                self.log(
+                    erred_tasks.erred_log(record, span.trace_id, kept=kept, sampled=span.sampled)
+                )
         return pending.span_id if decision is not None and decision != "hold" else 0
 
     def _pending(
@@ -396,6 +405,7 @@ class TaskGroups:
                     tasks=len(tg),
                     memory=state.memory,
                     erred=state.erred,
+                    error_type=state.error_type,
                     nbytes=int(tg.nbytes_total),
                     durations=tuple(sorted(tg.all_durations.items())),
                     workers=state.worker_count,

@@ -31,9 +31,11 @@ from typing import TYPE_CHECKING, Any
 from distributed.metrics import time
 
 from otel_spans.config import Settings, format_trace_url
+from otel_spans.names import LABEL_LENGTH
 from otel_spans.scheduler import export_inputs, snapshots, span_records
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.done_check import is_done
+from otel_spans.scheduler.erred_tasks import exception_type
 from otel_spans.scheduler.memory import group_footprint, held_changed
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
@@ -265,12 +267,19 @@ class SpanTracker:
         track.finished[counter] = track.finished.get(counter, 0) + 1
         if finish == "memory":
             track.output[prefix] = track.output.get(prefix, 0) + (kwargs.get("nbytes") or 0)
-            if kwargs.get("startstops"):
-                # The compute time into the duration histogram; an exemplar when the
-                # task has a span.
-                self._signals.record_task_duration(
-                    track.tags, track.identity.labels, prefix, compute, track.trace_id, task_span_id
-                )
+        if kwargs.get("startstops") and (finish == "memory" or start == "processing"):
+            # The compute time into the duration histogram (a task that raised too,
+            # under its error.type); an exemplar when the task has a span.
+            error_type = "" if finish == "memory" else exception_type(kwargs, LABEL_LENGTH)
+            self._signals.record_task_duration(
+                track.tags,
+                track.identity.labels,
+                prefix,
+                compute,
+                track.trace_id,
+                task_span_id,
+                error_type,
+            )
 
     def held_changed(self, ts: TaskState, track: TrackedSpan, entered: bool) -> None:
         """A result of ``track``'s span entered or left memory: O(1) (the root's ledger

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from otel_spans import __version__, semconv
 from otel_spans.export import wire
 from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
@@ -86,7 +87,10 @@ class LogEncoder:
         limits: RecordLimits,
         profile_length: int = 65536,
     ):
-        self._encoder = wire.RequestEncoder(resource_attributes, scope_name)
+        version = __version__ if scope_name == semconv.SCOPE_NAME else ""
+        self._encoder = wire.RequestEncoder(
+            resource_attributes, scope_name, version, semconv.SCHEMA_URL
+        )
         self._limits = limits
         self._profile_length = profile_length
         #: Encoded scopes by logger name (a handful: the loggers of one library).

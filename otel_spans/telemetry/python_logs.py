@@ -163,9 +163,7 @@ def _knows_nothing(value: object) -> None:
 
 
 def _type_name(exc_type: type[BaseException]) -> str:
-    module = exc_type.__module__
-    name = exc_type.__qualname__
-    return name if module in ("builtins", "__main__") else f"{module}.{name}"
+    return semconv.qualified_type(exc_type.__module__, exc_type.__qualname__)
 
 
 #: Where OTel's ``LoggingHandler`` lives: the SDK's (deprecated) and its successor in

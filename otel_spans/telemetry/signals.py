@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import View
 
-from otel_spans import semconv
+from otel_spans import __version__, semconv
 from otel_spans.export import wire
 from otel_spans.export.disk import DiskBudget
 from otel_spans.export.files import budget_of
@@ -25,6 +25,7 @@ from otel_spans.export.prometheus import PrometheusEndpoint
 from otel_spans.export.resource import build_resource
 from otel_spans.export.sdk import CountingMetricExporter, Inject, make_metric_exporter
 from otel_spans.export.senders import make_request_sender
+from otel_spans.names import LABEL_LENGTH, clean
 from otel_spans.records import (
     Attrs,
     CounterDelta,
@@ -172,7 +173,9 @@ class Signals:
         return self.spans.submit(record)
 
     def _request_encoder(self) -> wire.RequestEncoder:
-        return wire.RequestEncoder(self.resource.attributes, semconv.SCOPE_NAME)
+        return wire.RequestEncoder(
+            self.resource.attributes, semconv.SCOPE_NAME, __version__, semconv.SCHEMA_URL
+        )
 
     # -- logs --------------------------------------------------------------------------
     def _init_logs(self, role: str) -> None:
@@ -233,7 +236,9 @@ class Signals:
             # rest into its overflow point; MetricsState counts what is folded.
             views=views,
         )
-        meter = self.meter_provider.get_meter(semconv.SCOPE_NAME)
+        meter = self.meter_provider.get_meter(
+            semconv.SCOPE_NAME, __version__, schema_url=semconv.SCHEMA_URL
+        )
         self._instruments: Instruments | None = Instruments(meter, self.metric_state, self.stats)
         self.samples: ExportPipeline[HistogramSample] = ExportPipeline(
             "observations",
@@ -266,11 +271,14 @@ class Signals:
         seconds: float,
         trace_id: int,
         span_id: int,
+        error_type: str = "",
     ) -> None:
-        """One finished task (on the event loop): a bisect and a few additions."""
-        self.task_durations.record(
-            self.metric_state.task_labels(tags, labels, prefix), seconds, trace_id, span_id
-        )
+        """One finished task (on the event loop): a bisect and a few additions. An
+        erred task's point carries ``error.type``, as the conventions' durations do."""
+        attrs = self.metric_state.task_labels(tags, labels, prefix)
+        if error_type:
+            attrs = (*attrs, (semconv.ERROR_TYPE, clean(error_type, LABEL_LENGTH)))
+        self.task_durations.record(attrs, seconds, trace_id, span_id)
 
     def task_exemplar(
         self,

@@ -27,7 +27,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from otel_spans import semconv
+from otel_spans import __version__, semconv
 from otel_spans.records import Attrs
 
 BOUNDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -42,11 +42,18 @@ class _Series:
     high: float = float("-inf")
     #: bucket index -> (value, time ns, trace id, span id) of the latest kept task there.
     exemplars: dict[int, tuple[float, int, int, int]] = field(default_factory=dict)
+    #: Per delta reader (by id): [min, max] of the values since its last collection
+    #: (a delta point carries its own interval's extremes, not all-time ones).
+    windows: dict[int, list[float]] = field(default_factory=dict)
 
     def copy(self) -> _Series:
         return _Series(
             list(self.counts), self.count, self.total, self.low, self.high, dict(self.exemplars)
         )
+
+
+def _empty_window() -> list[float]:
+    return [float("inf"), float("-inf")]
 
 
 class TaskDurationHistogram:
@@ -58,6 +65,8 @@ class TaskDurationHistogram:
         self._start_ns = time.time_ns()
         #: Per exporter (by id) the totals it last reported, for delta temporality.
         self._reported: dict[int, tuple[int, dict[Attrs, _Series]]] = {}
+        #: Readers collecting deltas, whose min and max each series keeps (a few at most).
+        self._delta_readers: tuple[int, ...] = ()
 
     def record(self, attrs: Attrs, value: float, trace_id: int = 0, span_id: int = 0) -> None:
         index = bisect.bisect_left(BOUNDS, value)
@@ -65,6 +74,8 @@ class TaskDurationHistogram:
             series = self._series.get(attrs)
             if series is None:
                 series = self._series[attrs] = _Series()
+                for reader in self._delta_readers:
+                    series.windows[reader] = _empty_window()
             series.counts[index] += 1
             series.count += 1
             series.total += value
@@ -72,6 +83,11 @@ class TaskDurationHistogram:
                 series.low = value
             if value > series.high:
                 series.high = value
+            for window in series.windows.values():
+                if value < window[0]:
+                    window[0] = value
+                if value > window[1]:
+                    window[1] = value
             if span_id:
                 series.exemplars[index] = (value, time.time_ns(), trace_id, span_id)
 
@@ -85,11 +101,25 @@ class TaskDurationHistogram:
 
     def _points(self, temporality: AggregationTemporality, reader: int) -> list[HistogramDataPoint]:
         now = time.time_ns()
+        delta = temporality == AggregationTemporality.DELTA
+        # Per series, the (min, max) of the values its point covers.
+        extremes: dict[Attrs, tuple[float, float]] = {}
         with self._lock:
             current = {attrs: s.copy() for attrs, s in self._series.items()}
+            if delta:
+                known = reader in self._delta_readers
+                if not known:  # its first collection covers everything so far
+                    self._delta_readers += (reader,)
+                for attrs, s in self._series.items():
+                    window = s.windows.get(reader)
+                    if known and window is not None:
+                        extremes[attrs] = (window[0], window[1])
+                    else:
+                        extremes[attrs] = (s.low, s.high)
+                    s.windows[reader] = _empty_window()
         start = self._start_ns
         previous: dict[Attrs, _Series] = {}
-        if temporality == AggregationTemporality.DELTA:
+        if delta:
             start, previous = self._reported.get(reader, (self._start_ns, {}))
             self._reported[reader] = (now, current)
         points = []
@@ -117,8 +147,8 @@ class TaskDurationHistogram:
                     sum=s.total - (before.total if before else 0.0),
                     bucket_counts=counts,
                     explicit_bounds=BOUNDS,
-                    min=s.low,
-                    max=s.high,
+                    min=extremes[attrs][0] if delta else s.low,
+                    max=extremes[attrs][1] if delta else s.high,
                     exemplars=exemplars,
                 )
             )
@@ -136,7 +166,7 @@ class TaskDurationHistogram:
             return data
         metric = Metric(
             name=semconv.M_TASK_DURATION,
-            description="Compute time of tasks that finished, by prefix",
+            description="Compute time of tasks that computed or raised, by prefix",
             unit=semconv.UNIT_SECONDS,
             data=Histogram(data_points=points, aggregation_temporality=temporality),
         )
@@ -150,6 +180,7 @@ class TaskDurationHistogram:
                 scopes[i] = replace(scope, metrics=[*scope.metrics, metric])
                 break
         else:
-            scopes.append(ScopeMetrics(InstrumentationScope(semconv.SCOPE_NAME), [metric], ""))
+            ours = InstrumentationScope(semconv.SCOPE_NAME, __version__, semconv.SCHEMA_URL)
+            scopes.append(ScopeMetrics(ours, [metric], semconv.SCHEMA_URL))
         resource_metrics[0] = replace(first, scope_metrics=scopes)
         return MetricsData(resource_metrics=resource_metrics)

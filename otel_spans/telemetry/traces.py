@@ -10,15 +10,28 @@ from __future__ import annotations
 
 from otel_spans import ids, semconv
 from otel_spans.export import wire
-from otel_spans.export.wire import STATUS_ERROR, STATUS_UNSET, WireEvent, WireLink
+from otel_spans.export.wire import (
+    KIND_CONSUMER,
+    KIND_INTERNAL,
+    STATUS_ERROR,
+    STATUS_UNSET,
+    WireEvent,
+    WireLink,
+)
 from otel_spans.records import AttrValue, LinkRecord, MemoryRecord, SpanEventRecord, SpanRecord
 from otel_spans.settings import RecordLimits
 from otel_spans.task_records import GroupRecord, TaskRecord
 
 
-def _erred_status(erred: int, tasks: int) -> tuple[int, str]:
-    """ERROR when some tasks of a span or task group erred, with how many; else UNSET."""
+def _erred_status(
+    erred: int, tasks: int, attrs: dict[str, AttrValue], error_type: str = ""
+) -> tuple[int, str]:
+    """ERROR when some tasks of a span or task group erred, with how many, and
+    ``error.type``: the one type its tasks raised when known, else the conventions'
+    fallback ``_OTHER`` (several types, or tasks erred because a dependency did);
+    else UNSET."""
     if erred:
+        attrs[semconv.ERROR_TYPE] = error_type or semconv.ERROR_TYPE_OTHER
         return STATUS_ERROR, f"{erred} of {tasks} tasks erred"
     return STATUS_UNSET, ""
 
@@ -38,7 +51,7 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
         semconv.DASK_SPAN_ENQUEUED: record.enqueued_ns,
     }
     for state, count in record.states:
-        attrs[semconv.DASK_SPAN_TASK_STATES_PREFIX + state] = count
+        attrs[semconv.DASK_SPAN_TASK_STATES_PREFIX + semconv.key_part(state)] = count
     if record.compute_start_ns:
         attrs[semconv.DASK_SPAN_COMPUTE_START] = record.compute_start_ns
     if record.continuation:
@@ -144,6 +157,7 @@ def _encode(
         status_code=status[0],
         status_message=status[1],
         parent_remote=isinstance(record, SpanRecord) and record.parent_remote,
+        kind=KIND_CONSUMER if isinstance(record, SpanRecord) and record.consumer else KIND_INTERNAL,
     )
 
 
@@ -159,14 +173,16 @@ def dask_span(record: SpanRecord, *, limits: RecordLimits) -> bytes:
             )
         )
     links.extend(_links(record.links))
+    attrs = span_attributes(record)
+    status = _erred_status(record.erred, record.tasks, attrs)
     return _encode(
         record,
         record.tags[-1] if record.tags else "(unnamed)",
-        span_attributes(record),
+        attrs,
         limits,
         events=_events(record.events),
         links=links,
-        status=_erred_status(record.erred, record.tasks),
+        status=status,
     )
 
 
@@ -197,9 +213,10 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
     if record.submitted_ns:
         attrs[semconv.DASK_TASK_GROUP_SUBMITTED] = record.submitted_ns
     for action, seconds in record.durations:
-        attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + action] = seconds
+        attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + semconv.key_part(action)] = seconds
     if record.footprint is not None:
         attrs.update(memory_attributes(record.footprint, GROUP_MEMORY))
+    status = _erred_status(record.erred, record.tasks, attrs, record.error_type)
     return _encode(
         record,
         record.prefix,
@@ -207,7 +224,7 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
         limits,
         links=_links(record.links),
         links_dropped=record.links_dropped,
-        status=_erred_status(record.erred, record.tasks),
+        status=status,
     )
 
 
@@ -232,7 +249,10 @@ def task_spans(record: TaskRecord, *, limits: RecordLimits) -> list[bytes]:
     status = STATUS_UNSET, ""
     if record.exception is not None:
         exc = record.exception
-        status = STATUS_ERROR, exc.describe()
+        # The description is the message alone: the type is error.type's (and the
+        # exception event's), and under capture.exceptions: type there is none.
+        status = STATUS_ERROR, exc.message
+        attrs[semconv.ERROR_TYPE] = exc.type
         details: dict[str, AttrValue] = {semconv.EXCEPTION_TYPE: exc.type}
         if exc.message:
             details[semconv.EXCEPTION_MESSAGE] = exc.message

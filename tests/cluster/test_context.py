@@ -55,6 +55,9 @@ from tests.support.tasks import worker_stats
 
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
+#: ``Span.SpanKind`` values in OTLP.
+INTERNAL, CONSUMER = 1, 5
+
 
 def hexes(trace_id: int, span_id: int) -> tuple[str, str]:
     return f"{trace_id:032x}", f"{span_id:016x}"
@@ -393,6 +396,8 @@ async def test_root_dask_span_is_a_child_of_the_caller_span_or_linked_to_it(
 
         got = await await_until(ready, 20, lambda: str([s.name for s in otlp_receiver.spans()]))
     assert got["client request"].resource["service.name"] == "caller-app"
+    # work a caller in another process handed over: CONSUMER (docs/trace-context.md)
+    assert got["adopted"].kind == got["linked"].kind == CONSUMER
     assert got["adopted"].trace_id == caller_trace
     assert got["adopted"].parent_span_id == caller_span
     assert got["linked"].trace_id == f"{ids.workflow_trace_id(linked_id):032x}"
@@ -465,6 +470,7 @@ async def test_dask_span_opened_inside_a_task_is_a_child_of_that_task(
     assert got.attributes["dask.span.id"] == result["inner_span"]
     assert got.trace_id == f"{ids.workflow_trace_id(outer_id):032x}"
     assert got.parent_span_id == task_span(outer_id, "outer-1")
+    assert got.kind == INTERNAL  # a sub-span, under a task of the same workflow
 
 
 @cluster_test()

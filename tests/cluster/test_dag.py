@@ -16,8 +16,8 @@ from otel_spans.scheduler import erred_tasks
 from otel_spans.scheduler.erred_tasks import story_event
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.servers.otlp_views import ReceivedSpan
-from tests.support.cluster import await_until, cluster_test, traced_cluster
-from tests.support.tasks import inc
+from tests.support.cluster import FAST_METRICS, await_until, cluster_test, traced_cluster
+from tests.support.tasks import fail_with_task_failure, inc
 
 ERROR = 2
 
@@ -315,6 +315,55 @@ async def test_30k_tasks_stay_within_the_budget(otlp_receiver: OtlpReceiver) -> 
         "worker_clocks_evicted": 0,
     }
     assert stats["traces"]["dropped"] == stats["traces"]["failed"] == 0
+
+
+@cluster_test(60)
+async def test_an_erred_task_names_its_error_by_its_qualified_type(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """The task span, its log record and its duration point all say which exception
+    the task raised, by the class's full name (the worker's repr says ``TaskFailure``)."""
+    qualified = "tests.support.tasks.TaskFailure"
+    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, **FAST_METRICS}
+    async with traced_cluster(config) as (client, _, _):
+        with span("fragile"):
+            failing = client.submit(fail_with_task_failure, 7, key="fail-7")
+            await asyncio.wait([asyncio.ensure_future(failing.exception())])  # type: ignore[arg-type]
+            assert await client.submit(inc, 1, key="inc-1") == 2
+        (task,) = await await_until(lambda: spans_by(otlp_receiver, **{"dask.task.key": "fail-7"}))
+        (group,) = await await_until(
+            lambda: spans_by(otlp_receiver, **{"dask.task_group.name": "fail"})
+        )
+        (log,) = await await_until(
+            lambda: [r for r in otlp_receiver.logs() if r.event_name == "dask.task.erred"]
+        )
+
+        def duration_points() -> dict[str | None, Any]:
+            return {
+                p.attributes.get("error.type"): p
+                for p in otlp_receiver.metrics()
+                if p.name == "dask.task.duration"
+                and p.attributes.get("dask.span.name") == "fragile"
+            }
+
+        points = await await_until(lambda: len(duration_points()) == 2 and duration_points())
+        del failing
+    assert task.status_code == ERROR
+    assert task.status_message == "record 7 is corrupt"
+    assert task.attributes["error.type"] == qualified
+    assert group.attributes["error.type"] == qualified  # the one type its tasks raised
+    (exception,) = [e for e in task.events if e.name == "exception"]
+    assert exception.attributes["exception.type"] == qualified
+    assert log.attributes["exception.type"] == qualified
+    stacktrace = log.attributes["exception.stacktrace"]
+    assert stacktrace.startswith("Traceback (most recent call last):\n")
+    assert "fail_with_task_failure" in stacktrace
+    assert stacktrace.endswith(f"{qualified}: record 7 is corrupt")
+    # one task raised, one computed: a point each, the erred one under its error.type
+    assert set(points) == {None, qualified}
+    assert points[qualified].value["count"] == 1
+    assert points[None].value["count"] == 1
+    assert points[qualified].attributes["dask.task.prefix"] == "fail"  # of the key "fail-7"
 
 
 @pytest.mark.parametrize(

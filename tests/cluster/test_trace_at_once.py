@@ -100,6 +100,7 @@ async def test_the_collector_has_the_trace_id_while_the_workflow_runs(
     assert started.trace_id == trace == root.trace_id
     assert started.span_id == root.span_id
     assert started.attributes["dask.span.id"] == root_id
-    assert started.attributes["url.full"] == url
+    assert started.attributes["otel_spans.trace_url"] == url
+    assert "url.full" not in started.attributes
     assert url == TEMPLATE.format(trace_id=trace, span_id=root.span_id)
     assert any(url in r.getMessage() and "nightly" in r.getMessage() for r in caplog.records)

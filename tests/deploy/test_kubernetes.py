@@ -25,9 +25,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.support.deploy_env import (
+    POD_FIELDS,
     assert_exports_to_a_collector,
     has_preload,
     k8s_env,
@@ -177,6 +179,34 @@ def test_helm_values_use_the_built_image_and_preload_everywhere() -> None:
     dockerfile = DOCKERFILE.read_text()
     for old, new in (("dask-scheduler", "dask scheduler"), ("dask-worker", "dask worker")):
         assert f"exec {new} " in dockerfile and f"/usr/local/bin/{old}" in dockerfile
+
+
+@pytest.mark.parametrize("source", ["daskcluster", "helm"])
+def test_every_pod_says_where_it_runs_in_its_resource(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The downward API's namespace becomes service.namespace, and the k8s.* and host.*
+    resource attributes are there, on the scheduler and on the workers alike."""
+    from otel_spans.export.resource import build_resource
+
+    if source == "daskcluster":
+        manifest = yaml.safe_load(DASK_CLUSTER.read_text())
+        containers = [manifest["spec"][r]["spec"]["containers"][0] for r in ("scheduler", "worker")]
+    else:
+        values = yaml.safe_load(HELM_VALUES.read_text())
+        containers = [values["scheduler"], values["worker"]]
+    for container in containers:
+        env = k8s_env(container)
+        for name in ("OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS"):
+            monkeypatch.setenv(name, env[name])
+        resource = build_resource(otel_spans_settings(env), instance_id="i", scheduler_address="a")
+        attributes = resource.attributes
+        assert attributes["service.namespace"] == POD_FIELDS["metadata.namespace"]
+        assert attributes["k8s.namespace.name"] == POD_FIELDS["metadata.namespace"]
+        assert attributes["k8s.pod.name"] == POD_FIELDS["metadata.name"]
+        assert attributes["k8s.node.name"] == POD_FIELDS["spec.nodeName"]
+        assert "host.name" in attributes  # the SDK's host detector
+        assert attributes["service.name"] == "dask"
 
 
 def test_no_manifest_installs_packages_by_name_at_pod_start() -> None:

@@ -45,8 +45,27 @@ def otel_spans_settings(env: Mapping[str, str]) -> Settings:
         return Settings.from_config(overrides=overrides, environ=otel_env)
 
 
+#: What the downward API gives a pod in these tests, by field path.
+POD_FIELDS = {
+    "metadata.namespace": "analytics",
+    "metadata.name": "dask-worker-0",
+    "spec.nodeName": "node-7",
+}
+
+
 def k8s_env(container: Mapping[str, Any]) -> dict[str, str]:
-    return {e["name"]: str(e["value"]) for e in container.get("env", [])}
+    """A container's environment as Kubernetes sets it: downward-API fields from
+    :data:`POD_FIELDS`, and ``$(NAME)`` replaced by a variable defined above it."""
+    env: dict[str, str] = {}
+    for entry in container.get("env", []):
+        if "valueFrom" in entry:
+            value = POD_FIELDS[entry["valueFrom"]["fieldRef"]["fieldPath"]]
+        else:
+            value = str(entry["value"])
+            for name, defined in env.items():
+                value = value.replace(f"$({name})", defined)
+        env[entry["name"]] = value
+    return env
 
 
 def has_preload(args: list[str]) -> bool:

@@ -146,6 +146,7 @@ def _task(
     }
     events = None
     if erred:
+        attrs["error.type"] = "ValueError"
         events = [
             {
                 "name": "exception",
@@ -165,7 +166,7 @@ def _task(
         end,
         attrs,
         events=events,
-        error="ValueError: record 3 is corrupt" if erred else "",
+        error="record 3 is corrupt" if erred else "",
     )
     if fetch is not None:
         trace.span("gather-dep", task_id, fetch[0], fetch[1], {"dask.phase.source": fetch[2]})

@@ -12,6 +12,15 @@ from typing import Any
 from distributed import Event, Worker
 
 
+class TaskFailure(ValueError):
+    """An exception of an importable module: its qualified name is
+    ``tests.support.tasks.TaskFailure``."""
+
+
+def fail_with_task_failure(x: int) -> int:
+    raise TaskFailure(f"record {x} is corrupt")
+
+
 def inc(x: int) -> int:
     return x + 1
 

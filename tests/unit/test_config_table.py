@@ -26,7 +26,12 @@ from otel_spans.settings import (
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: Variables the docs list that the OTel SDK or API reads itself (not a row of the table).
-READ_BY_THE_SDK = {"OTEL_RESOURCE_ATTRIBUTES", "OTEL_PROPAGATORS", "OTEL_PYTHON_TRACER_PROVIDER"}
+READ_BY_THE_SDK = {
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS",
+    "OTEL_PROPAGATORS",
+    "OTEL_PYTHON_TRACER_PROVIDER",
+}
 #: Every variable of the OTel SDK configuration specification (environment variables)
 #: that applies to a Python SDK's traces, metrics and logs: each is read (a row of the
 #: table of variables read) or listed, with the reason, as not read.

@@ -61,3 +61,41 @@ def test_delta_reports_only_what_is_new_per_reader() -> None:
     assert second.start_time_unix_nano >= first.time_unix_nano
     (cumulative,) = points(h.inject(collected(), reader=2))  # type: ignore[arg-type]
     assert cumulative.count == 2
+
+
+def test_a_delta_point_carries_its_own_intervals_min_and_max() -> None:
+    """Not the all-time extremes: a quiet interval after a slow task says so."""
+    h = TaskDurationHistogram()
+    delta = AggregationTemporality.DELTA
+    h.record(ATTRS, 0.2)
+    h.record(ATTRS, 5.0)
+    (first,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    assert (first.min, first.max) == (0.2, 5.0)
+    h.record(ATTRS, 0.3)
+    h.record(ATTRS, 0.4)
+    (second,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    assert (second.count, second.min, second.max) == (2, 0.3, 0.4)
+    # another delta reader's first point covers everything so far; cumulative stays
+    # all-time; neither disturbs the first reader's interval
+    (other,) = points(h.inject(collected(), delta, reader=2))  # type: ignore[arg-type]
+    assert (other.count, other.min, other.max) == (4, 0.2, 5.0)
+    (total,) = points(h.inject(collected()))  # type: ignore[arg-type]
+    assert (total.min, total.max) == (0.2, 5.0)
+    h.record(ATTRS, 1.0)
+    (third,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    assert (third.count, third.min, third.max) == (1, 1.0, 1.0)
+    (other_second,) = points(h.inject(collected(), delta, reader=2))  # type: ignore[arg-type]
+    assert (other_second.min, other_second.max) == (1.0, 1.0)
+
+
+def test_a_series_new_since_a_delta_readers_first_collection_has_its_own_extremes() -> None:
+    h = TaskDurationHistogram()
+    delta = AggregationTemporality.DELTA
+    h.record(ATTRS, 0.2)
+    points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    other = (("dask.span.name", "wf"), ("dask.task.prefix", "sum"))
+    h.record(other, 7.0)
+    h.record(other, 3.0)
+    (point,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    assert dict(point.attributes) == dict(other)
+    assert (point.min, point.max) == (3.0, 7.0)

@@ -304,7 +304,11 @@ class OtelSpansPlugin(SchedulerPlugin):
                 tracker.became_active(uuid, track)
                 return
             tracker.settled(uuid)
-            if finish == "released" or (finish == "memory" and start != "processing"):
+            if finish == "released":
+                if start == "processing" and tracker.task_groups is not None:
+                    tracker.task_groups.abandoned(key)  # the next run is a rerun
+                return
+            if finish == "memory" and start != "processing":
                 return
             compute = compute_seconds(kwargs.get("startstops"))
             tracker.task_finished(ts, start, finish, kwargs, track, compute)

@@ -48,8 +48,8 @@ _MAX_PARENTS = 10_000
 _MAX_DEPENDENCIES = 32
 #: Most dependency links built for a group span; the rest are counted as dropped.
 _MAX_LINKS = 128
-#: Most keys lost with a worker and not rerun yet, remembered as reruns (oldest
-#: forgotten first, counted in ``stats()["reruns_evicted"]``).
+#: Most keys with an abandoned or lost run and not rerun yet, remembered as reruns
+#: (oldest forgotten first, counted in ``stats()["reruns_evicted"]``).
 _MAX_RERUNS = 10_000
 
 
@@ -127,8 +127,10 @@ class TaskGroups:
         #: (Dask span uuid, group name) -> how many groups of that name the span had
         #: (forgotten with the span's groups).
         self._names: dict[tuple[str, str], int] = {}
-        #: Keys that were processing or in memory on a worker that died: key -> times.
-        #: A key leaves when it reruns or is forgotten; at most ``_MAX_RERUNS``.
+        #: Keys whose run was abandoned while processing (its worker died, it raised
+        #: ``Reschedule``, it erred with retries left, its run went stale) or whose
+        #: result was lost with a worker: key -> runs before the next one. A key leaves
+        #: when it finishes again or is forgotten; at most ``_MAX_RERUNS``.
         self._reruns: dict[Any, int] = {}
         #: Lost keys forgotten at ``_MAX_RERUNS`` before they reran.
         self.reruns_evicted = 0
@@ -169,12 +171,19 @@ class TaskGroups:
             self.parents_evicted += 1
 
     def lost(self, keys: Iterable[Any]) -> None:
-        """Keys a dead worker was running or holding: their next run is a rerun."""
+        """Keys whose result a dead worker held: their next run is a rerun."""
         for key in keys:
-            self._reruns[key] = self._reruns.get(key, 0) + 1
-            if len(self._reruns) > _MAX_RERUNS:
-                del self._reruns[next(iter(self._reruns))]
-                self.reruns_evicted += 1
+            self.abandoned(key)
+
+    def abandoned(self, key: Any) -> None:
+        """A run of ``key`` ended without a result the scheduler keeps (it left
+        ``processing`` for ``released``), or its result was lost: the next run is
+        attempt + 1, kept as ``recomputed`` (spans its earlier runs started hang under
+        the task span the scheduler exports, which must therefore exist)."""
+        self._reruns[key] = self._reruns.get(key, 0) + 1
+        if len(self._reruns) > _MAX_RERUNS:
+            del self._reruns[next(iter(self._reruns))]
+            self.reruns_evicted += 1
 
     def forget_key(self, key: Any) -> None:
         """``key`` left the scheduler without rerunning: a later task of that key is
@@ -272,7 +281,7 @@ class TaskGroups:
             group=clean(ts.group.name, limit),
             trace_id=span.trace_id,
             # the id from the key as Dask knows it: two keys that clean alike stay apart
-            span_id=ids.task_run_span_id(span.uuid, key, attempt),
+            span_id=ids.task_span_id(span.uuid, key),
             parent_span_id=group.span_id,
             state=finish,
             attempt=attempt,

@@ -39,6 +39,8 @@ class GroupRecord:
     submitted_ns: int = 0
     #: Dependency links left out beyond the most built (OTLP's dropped_links_count).
     links_dropped: int = 0
+    #: Task runs on a worker not counted in ``workers`` (it saturated).
+    workers_uncounted_runs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,10 @@ class TaskRecord:
     dependencies: tuple[str, ...] = ()
     exception: ExceptionRecord | None = None
     events: tuple[SpanEventRecord, ...] = ()
+    #: Dependencies left out of ``dependencies``.
+    dependencies_dropped: int = 0
+    #: Events left out of ``events`` (OTLP's dropped_events_count).
+    events_dropped: int = 0
 
 
 #: One ``startstops`` entry as the worker reported it: (action, start, stop, source),
@@ -140,9 +146,15 @@ class DeferredTask:
     typename: str
     #: Dask keys (strings or tuples of plain values) of up to 32 dependencies.
     dependencies: tuple[object, ...]
+    #: Dependencies beyond those 32.
+    dependencies_dropped: int = 0
 
     def build(
-        self, *, exception: ExceptionRecord | None = None, events: tuple[SpanEventRecord, ...] = ()
+        self,
+        *,
+        exception: ExceptionRecord | None = None,
+        events: tuple[SpanEventRecord, ...] = (),
+        events_dropped: int = 0,
     ) -> TaskRecord:
         phases = tuple(
             PhaseRecord(action, ns(start), ns(stop), source)
@@ -169,4 +181,6 @@ class DeferredTask:
             dependencies=tuple(clean(str(key)) for key in self.dependencies),
             exception=exception,
             events=events,
+            dependencies_dropped=self.dependencies_dropped,
+            events_dropped=events_dropped,
         )

@@ -39,12 +39,14 @@ if TYPE_CHECKING:
     from distributed import Scheduler
     from distributed.scheduler import TaskGroup, TaskState
 
-#: Most distinct workers remembered per group (the count saturates there).
+#: Most distinct workers remembered per group (the count saturates there; runs on
+#: other workers are counted in ``dask.task_group.workers_uncounted_runs``).
 _MAX_WORKERS = 10_000
 #: Most running tasks remembered as parents of Dask spans they opened (oldest
 #: forgotten first, counted in ``stats()["parents_evicted"]``).
 _MAX_PARENTS = 10_000
-#: Most dependency keys recorded on a task span.
+#: Most dependency keys recorded on a task span (the rest counted in
+#: ``dask.task.dependencies_dropped``).
 _MAX_DEPENDENCIES = 32
 #: Most dependency links built for a group span; the rest are counted as dropped.
 _MAX_LINKS = 128
@@ -79,6 +81,8 @@ class _Group:
     erred: int = 0
     workers: set[str] | None = field(default_factory=set)
     worker_count: int = 0
+    #: Runs on a worker not in ``workers`` once it held ``_MAX_WORKERS``.
+    workers_uncounted_runs: int = 0
     exported: bool = False
 
 
@@ -220,8 +224,12 @@ class TaskGroups:
         else:
             group.erred += 1
         worker = kwargs.get("worker")
-        if worker and group.workers is not None and len(group.workers) < _MAX_WORKERS:
-            group.workers.add(worker)
+        workers = group.workers
+        if worker and workers is not None and worker not in workers:
+            if len(workers) < _MAX_WORKERS:
+                workers.add(worker)
+            else:
+                group.workers_uncounted_runs += 1
         key = ts.key
         reruns = self._reruns.pop(key, 0) if self._reruns else 0
         must_keep = None
@@ -293,6 +301,7 @@ class TaskGroups:
             nbytes=_int(kwargs.get("nbytes")),
             typename=clean(str(kwargs.get("typename") or ""), limit),
             dependencies=tuple(dep.key for dep in islice(ts.dependencies, _MAX_DEPENDENCIES)),
+            dependencies_dropped=max(len(ts.dependencies) - _MAX_DEPENDENCIES, 0),
         )
 
     def _erred_record(
@@ -302,10 +311,11 @@ class TaskGroups:
             kwargs, self.max_length, messages=self.exception_messages
         )
         events: tuple[SpanEventRecord, ...] = ()
+        dropped = 0
         if span.stories < self.max_error_stories:
             span.stories += 1
-            events = erred_tasks.key_story(self.scheduler, ts.key)
-        return pending.build(exception=exception, events=events)
+            events, dropped = erred_tasks.key_story(self.scheduler, ts.key)
+        return pending.build(exception=exception, events=events, events_dropped=dropped)
 
     # -- at the export of a Dask span ----------------------------------------------------------
     def export_groups(
@@ -365,5 +375,6 @@ class TaskGroups:
                     links=tuple(links),
                     submitted_ns=ns(snapshots.submitted_at(self.scheduler, tg) or 0.0),
                     links_dropped=links_dropped,
+                    workers_uncounted_runs=state.workers_uncounted_runs,
                 )
             )

@@ -181,7 +181,7 @@ class TaskGroups:
 
     def abandoned(self, key: Any) -> None:
         """A run of ``key`` ended without a result the scheduler keeps (it left
-        ``processing`` for ``released``), or its result was lost: the next run is
+        ``processing`` or ``erred`` for ``released``), or its result was lost: the next run is
         attempt + 1, kept as ``recomputed`` (spans its earlier runs started hang under
         the task span the scheduler exports, which must therefore exist)."""
         self._reruns[key] = self._reruns.get(key, 0) + 1

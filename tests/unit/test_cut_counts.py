@@ -23,12 +23,11 @@ from otel_spans.records import SpanRecord
 from otel_spans.scheduler import task_groups
 from otel_spans.scheduler.erred_tasks import MAX_RECOMMENDATIONS, MAX_STORY_EVENTS, story_event
 from otel_spans.scheduler.root_analysis import MAX_NTHREADS_EVENTS, nthreads_events
-from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
 from otel_spans.settings import RecordLimits
 from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord
 from otel_spans.telemetry import traces
 from tests.servers.otlp_views import decode_attributes
+from tests.support.scheduler_standins import Group, Scheduler, Task, finished, groups, identity
 
 LIMITS = RecordLimits()
 
@@ -42,63 +41,6 @@ def decoded(spans: list[bytes]) -> list[ProtoSpan]:
 
 def attributes(message: Any) -> dict[str, Any]:
     return decode_attributes(message.attributes)
-
-
-# -- stand-ins for the scheduler's objects -------------------------------------------------------
-class Named:
-    def __init__(self, name: str):
-        self.name = name
-
-
-class Group:
-    """A ``TaskGroup``: hashable by identity, as Dask's."""
-
-    def __init__(self, name: str, tasks: int):
-        self.name = name
-        self.prefix = Named(name)
-        self.dependencies: set[Group] = set()
-        self.start, self.stop = 1.0, 2.0
-        self.nbytes_total = 0
-        self.all_durations: dict[str, float] = {}
-        self._tasks = tasks
-
-    def __len__(self) -> int:
-        return self._tasks
-
-
-class Task:
-    def __init__(self, key: str, group: Group, dependencies: tuple[Task, ...] = ()):
-        self.key = key
-        self.group = group
-        self.prefix = group.prefix
-        self.dependencies = set(dependencies)
-
-
-class Scheduler:
-    def __init__(self, story: tuple[tuple[Any, ...], ...] = ()):
-        self.computations: list[Any] = []
-        self._story = list(story)
-
-    def story(self, key: Any) -> list[tuple[Any, ...]]:
-        return self._story
-
-
-def groups(scheduler: Scheduler, submitted: list[object]) -> TaskGroups:
-    return TaskGroups(
-        scheduler,  # type: ignore[arg-type]
-        submit=submitted.append,
-        log=None,
-        max_error_stories=10,
-        max_length=4096,
-    )
-
-
-def identity(mode: str) -> SpanIdentity:
-    return SpanIdentity("uuid-1", ("work",), 7, 8, Policy(mode=mode))  # type: ignore[arg-type]
-
-
-def finished(worker: str) -> dict[str, Any]:
-    return {"worker": worker, "startstops": [{"action": "compute", "start": 1.0, "stop": 2.0}]}
 
 
 # -- the caps ------------------------------------------------------------------------------------

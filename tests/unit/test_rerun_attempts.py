@@ -3,31 +3,47 @@ of a key in a Dask span is exported under one span id (docs/trace-context.md, Re
 
 The scheduler plugin calls :meth:`TaskGroups.abandoned` when a key leaves
 ``processing`` or ``erred`` for ``released``, :meth:`TaskGroups.lost` for results lost
-with a worker, and :meth:`TaskGroups.forget_key` when a key is forgotten.
+with a worker, and :meth:`TaskGroups.forget_key` when a key is forgotten. Driven here
+with Dask's own ``TaskGroup`` and ``TaskState``, as the scheduler hook would.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
+from distributed.scheduler import TaskGroup, TaskPrefix, TaskState
+
 from otel_spans import ids
+from otel_spans.scheduler.sampling import Policy
+from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
 from otel_spans.task_records import DeferredTask
-from tests.support.scheduler_standins import Group, Scheduler, Task, finished, groups, identity
+
+UUID = "span-uuid"
 
 
 def finish(key: str, *before: str) -> DeferredTask:
     """The exported record of ``key``'s finished run, after the bookkeeping ``before``
     (its group exported, so that a run held among the slowest is exported too)."""
-    submitted: list[object] = []
-    dag = groups(Scheduler(), submitted)
+    scheduler: Any = SimpleNamespace(computations=[], story=lambda *keys: [])
+    records: list[object] = []
+    groups = TaskGroups(
+        scheduler, submit=records.append, log=None, max_error_stories=10, max_length=100
+    )
     for step in before:
         if step == "lost":
-            dag.lost([key])
+            groups.lost([key])
         else:
-            getattr(dag, step)(key)
-    group, span = Group("inc", 1), identity("sampled")
-    dag.task_finished(Task(key, group), "processing", "memory", finished("w"), span, 0.5)
-    assert dag.stats()["pending_reruns"] == 0  # the finished run took its entry
-    dag.export_groups([group], span, 0.0)  # type: ignore[list-item]
-    (record,) = [r for r in submitted if isinstance(r, DeferredTask)]
+            getattr(groups, step)(key)
+    tg = TaskGroup("inc", TaskPrefix("inc"))
+    ts = TaskState(key, None, "memory", tg, False)
+    tg.add(ts)
+    identity = SpanIdentity(UUID, ("reruns",), 1, 2, Policy())
+    startstops = [{"action": "compute", "start": 1.0, "stop": 2.0}]
+    groups.task_finished(ts, "processing", "memory", {"startstops": startstops}, identity, 1.0)
+    assert groups.stats()["pending_reruns"] == 0  # the finished run took its entry
+    groups.export_groups([tg], identity, fallback=1.0)
+    (record,) = [r for r in records if isinstance(r, DeferredTask)]
     return record
 
 
@@ -38,7 +54,7 @@ def test_each_abandoned_or_lost_run_is_one_more_attempt_under_the_same_span_id()
     assert (first.attempt, first.sampled_because) == (1, "slowest")
     rerun = finish("inc-1", "abandoned", "lost", "abandoned")
     assert (rerun.attempt, rerun.sampled_because) == (4, "recomputed")
-    assert first.span_id == rerun.span_id == ids.task_span_id("uuid-1", "inc-1")
+    assert first.span_id == rerun.span_id == ids.task_span_id(UUID, "inc-1")
 
 
 def test_a_forgotten_key_submitted_again_is_attempt_one() -> None:

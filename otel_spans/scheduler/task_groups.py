@@ -132,9 +132,10 @@ class TaskGroups:
         #: (forgotten with the span's groups).
         self._names: dict[tuple[str, str], int] = {}
         #: Keys whose run was abandoned while processing (its worker died, it raised
-        #: ``Reschedule``, it erred with retries left, its run went stale) or whose
-        #: result was lost with a worker: key -> runs before the next one. A key leaves
-        #: when it finishes again or is forgotten; at most ``_MAX_RERUNS``.
+        #: ``Reschedule``, it erred with retries left, its run went stale), that were
+        #: retried after they erred, or whose result was lost with a worker: key ->
+        #: runs before the next one. A key leaves when it finishes again or is
+        #: forgotten; at most ``_MAX_RERUNS``.
         self._reruns: dict[Any, int] = {}
         #: Lost keys forgotten at ``_MAX_RERUNS`` before they reran.
         self.reruns_evicted = 0
@@ -181,9 +182,9 @@ class TaskGroups:
 
     def abandoned(self, key: Any) -> None:
         """A run of ``key`` ended without a result the scheduler keeps (it left
-        ``processing`` or ``erred`` for ``released``), or its result was lost: the next run is
-        attempt + 1, kept as ``recomputed`` (spans its earlier runs started hang under
-        the task span the scheduler exports, which must therefore exist)."""
+        ``processing`` or ``erred`` for ``released``), or its result was lost: the next
+        run is attempt + 1, kept as ``recomputed`` (spans its earlier runs started hang
+        under the task span the scheduler exports, which must therefore exist)."""
         self._reruns[key] = self._reruns.get(key, 0) + 1
         if len(self._reruns) > _MAX_RERUNS:
             del self._reruns[next(iter(self._reruns))]
@@ -225,10 +226,10 @@ class TaskGroups:
             group.erred += 1
         worker = kwargs.get("worker")
         workers = group.workers
-        if worker and workers is not None and worker not in workers:
+        if worker and workers is not None:
             if len(workers) < _MAX_WORKERS:
                 workers.add(worker)
-            else:
+            elif worker not in workers:
                 group.workers_uncounted_runs += 1
         key = ts.key
         reruns = self._reruns.pop(key, 0) if self._reruns else 0

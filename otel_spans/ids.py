@@ -56,10 +56,16 @@ def task_group_span_id(uuid: str, group_name: str, n: int = 0) -> int:
     return _span_id(uuid, "group", group_name)
 
 
-def task_run_span_id(uuid: str, key: str, attempt: int) -> int:
-    """Run ``attempt`` (1 for the first) of the task ``key`` in the Dask span ``uuid``:
-    ``(uuid, "task", key, attempt)``. Workers derive attempt 1 for the running task."""
-    return _span_id(uuid, "task", key, attempt)
+def task_span_id(uuid: str, key: str) -> int:
+    """The task ``key`` in the Dask span ``uuid``, whichever of its runs is exported:
+    ``(uuid, "task", key, 1)``.
+
+    The same for every attempt (a rerun after a lost worker, a ``Reschedule``, a retry):
+    a worker cannot know the attempt, and spans that task code starts on any attempt
+    must name a parent the scheduler exports. The attempt is the ``dask.task.attempt``
+    attribute. The trailing 1 is the attempt the scheme once numbered, kept so that ids
+    of first runs are unchanged."""
+    return _span_id(uuid, "task", key, 1)
 
 
 def phase_span_id(task_span_id: int, index: int) -> int:

@@ -178,6 +178,8 @@ class SpanRecord:
     code: tuple[CodeSnippet, ...] = field(default=())
     #: Computations that fed the span, erred-task details...
     events: tuple[SpanEventRecord, ...] = field(default=())
+    #: Events left out of ``events`` (OTLP's dropped_events_count).
+    events_dropped: int = 0
     #: Links besides the continuation link (e.g. to the caller's span in link mode).
     links: tuple[LinkRecord, ...] = field(default=())
     #: The parent is the caller's span, in another process.

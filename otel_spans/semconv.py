@@ -261,6 +261,8 @@ DASK_TASK_GROUP_NBYTES: Final = "dask.task_group.nbytes"
 #: Summed durations by action: ``dask.task_group.duration.<action>`` (compute, transfer...).
 DASK_TASK_GROUP_DURATION_PREFIX: Final = "dask.task_group.duration."
 DASK_TASK_GROUP_WORKERS: Final = "dask.task_group.workers"
+#: Task runs on a worker left out of ``dask.task_group.workers`` (saturated).
+DASK_TASK_GROUP_WORKERS_UNCOUNTED_RUNS: Final = "dask.task_group.workers_uncounted_runs"
 #: When the client submitted the computation that created the group (epoch ns).
 DASK_TASK_GROUP_SUBMITTED: Final = "dask.task_group.submitted"
 #: Task spans of the group that were not exported (sampling, budget).
@@ -314,6 +316,8 @@ DASK_TRANSITION_FROM: Final = "dask.transition.from"
 DASK_TRANSITION_TO: Final = "dask.transition.to"
 DASK_TRANSITION_STIMULUS: Final = "dask.transition.stimulus"
 DASK_TRANSITION_RECOMMENDATIONS: Final = "dask.transition.recommendations"
+#: Recommendations of the transition left out of the array above (beyond the most kept).
+DASK_TRANSITION_RECOMMENDATIONS_DROPPED: Final = "dask.transition.recommendations_dropped"
 #: One event per compute/persist/submit that fed the Dask span.
 EVENT_COMPUTATION: Final = "dask.computation"
 DASK_COMPUTATION_ID: Final = "dask.computation.id"
@@ -388,3 +392,5 @@ DASK_WORKER_LOST_SPILLED: Final = "dask.worker.lost.spilled"
 DASK_WORKER_LOST_MEMORY_LIMIT: Final = "dask.worker.lost.memory_limit"
 #: Task span attribute: keys of the task's dependencies (at most 32).
 DASK_TASK_DEPENDENCIES: Final = "dask.task.dependencies"
+#: Task span attribute: dependencies left out of ``dask.task.dependencies``.
+DASK_TASK_DEPENDENCIES_DROPPED: Final = "dask.task.dependencies_dropped"

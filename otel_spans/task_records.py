@@ -44,6 +44,8 @@ class GroupRecord:
     #: The type its raising tasks raised (one type), ``_OTHER`` (several), or "" (none
     #: raised here: its erred tasks erred because a dependency did).
     error_type: str = ""
+    #: Task runs on a worker not counted in ``workers`` (it saturated).
+    workers_uncounted_runs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,10 @@ class TaskRecord:
     dependencies: tuple[str, ...] = ()
     exception: ExceptionRecord | None = None
     events: tuple[SpanEventRecord, ...] = ()
+    #: Dependencies left out of ``dependencies``.
+    dependencies_dropped: int = 0
+    #: Events left out of ``events`` (OTLP's dropped_events_count).
+    events_dropped: int = 0
 
 
 #: One ``startstops`` entry as the worker reported it: (action, start, stop, source),
@@ -173,9 +179,15 @@ class DeferredTask:
     #: run on its worker's clock: the worker's ``scheduler_delay``
     #: (:mod:`otel_spans.scheduler.worker_clocks`); 0 keeps the scheduler's clock.
     clock_offset: float = 0.0
+    #: Dependencies beyond those 32.
+    dependencies_dropped: int = 0
 
     def build(
-        self, *, exception: ExceptionRecord | None = None, events: tuple[SpanEventRecord, ...] = ()
+        self,
+        *,
+        exception: ExceptionRecord | None = None,
+        events: tuple[SpanEventRecord, ...] = (),
+        events_dropped: int = 0,
     ) -> TaskRecord:
         offset = self.clock_offset
         phases = tuple(
@@ -203,4 +215,6 @@ class DeferredTask:
             dependencies=tuple(clean(str(key)) for key in self.dependencies),
             exception=exception,
             events=events,
+            dependencies_dropped=self.dependencies_dropped,
+            events_dropped=events_dropped,
         )

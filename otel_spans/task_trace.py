@@ -85,8 +85,9 @@ def task_span_context(
 ) -> SpanContext | None:
     """The span context of a running task's OTel span, or None when it has none.
 
-    ``span_id = ids.task_run_span_id(<its Dask span uuid>, str(key), 1)``, the id the
-    scheduler gives the task's span; remote, because the scheduler exports it.
+    ``span_id = ids.task_span_id(<its Dask span uuid>, str(key))``, the id the
+    scheduler gives the task's span whichever attempt this run is (the worker cannot
+    tell; see docs/trace-context.md); remote, because the scheduler exports it.
     ``span_uuid`` is the Dask span the scheduler put the task in (the worker's
     ``TaskState.span_id``); without it, the last of the ``span`` annotation's ids. The
     root of its tree is the first of those ids when the span is among them; a task
@@ -106,7 +107,7 @@ def task_span_context(
     flags = (parent_flags or 0) & ~TraceFlags.SAMPLED
     if sampler.sampled(trace_id, parent_flags):
         flags |= TraceFlags.SAMPLED
-    span_id = ids.task_run_span_id(span_uuid, str(key), 1)
+    span_id = ids.task_span_id(span_uuid, str(key))
     return remote_span_context(trace_id, span_id, flags)
 
 

@@ -272,6 +272,7 @@ def span(
     events: Sequence[WireEvent] = (),
     links: Sequence[WireLink] = (),
     links_dropped: int = 0,
+    events_dropped: int = 0,
     status_code: int = STATUS_UNSET,
     status_message: str = "",
     parent_remote: bool = False,
@@ -280,8 +281,9 @@ def span(
     """One ``Span`` message (without its own tag); the first events and links are kept.
 
     ``parent_span_id`` 0 makes a root span; ``parent_remote`` says the parent is a span
-    of another process (the caller's). ``links_dropped`` counts links the caller left
-    out already: they are reported with those over the limit. An empty name becomes
+    of another process (the caller's). ``links_dropped`` and ``events_dropped`` count
+    links and events the caller left out already: they are reported with those over
+    the limit. An empty name becomes
     ``(empty)``, since some backends refuse nameless spans. Every span sent is sampled:
     its flags say so.
     """
@@ -305,8 +307,9 @@ def span(
         parts.append(_SPAN_DROPPED_ATTRIBUTES + _varint(dropped))
     for event in events[: limits.events]:
         parts.append(_message(_SPAN_EVENT, _event(event, limits)))
-    if len(events) > limits.events:
-        parts.append(_SPAN_DROPPED_EVENTS + _varint(len(events) - limits.events))
+    events_dropped += max(len(events) - limits.events, 0)
+    if events_dropped:
+        parts.append(_SPAN_DROPPED_EVENTS + _varint(events_dropped))
     for link in links[: limits.links]:
         parts.append(_message(_SPAN_LINK, _link(link, limits)))
     links_dropped += max(len(links) - limits.links, 0)

@@ -272,7 +272,7 @@ class CallerContexts:
         trace_id = self._trace_of(task_uuid)
         if trace_id is None:
             return
-        span_id = ids.task_run_span_id(task_uuid, str(submitter), 1)
+        span_id = ids.task_span_id(task_uuid, str(submitter))
         caller = Caller(trace_id, span_id, False, remote=False)
         adopted = False
         for key in tasks:

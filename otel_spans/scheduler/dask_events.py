@@ -1,7 +1,8 @@
 """Dask's structured events (``Scheduler.log_event``) as OTel log entries.
 
-Worker losses also feed the task groups: the tasks a dead worker was running or
-holding run again, and their next run is kept as recomputed.
+Worker losses also feed the task groups: the results a dead worker held are computed
+again, and that run is kept as recomputed (the tasks it was running are counted by the
+transition hook, as every run abandoned while processing).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class DaskEvents:
                 self._removals[removal] = None
                 if len(self._removals) > _MAX_REMOVALS:
                     del self._removals[next(iter(self._removals))]
-                self._task_groups.lost(msg.get("processing-tasks") or ())
+                # Its processing tasks are counted as they leave processing (the
+                # transition hook), like every other abandoned run.
                 self._task_groups.lost(msg.get("lost-computed-tasks") or ())
         if isinstance(action, str) and action in _ALSO_UNDER_ALL and topic != "all":
             return

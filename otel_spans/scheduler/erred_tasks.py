@@ -19,10 +19,12 @@ from otel_spans.task_records import ExceptionRecord, TaskRecord
 if TYPE_CHECKING:
     from distributed import Scheduler
 
-#: Most transition events recorded on one erred task span.
-_MAX_STORY_EVENTS = 50
-#: Most recommendations recorded on one transition event.
-_MAX_RECOMMENDATIONS = 16
+#: Most transition events recorded on one erred task span (the latest; the rest, and
+#: entries of a shape not known, counted in the span's ``dropped_events_count``).
+MAX_STORY_EVENTS = 50
+#: Most recommendations recorded on one transition event (the rest counted in
+#: ``dask.transition.recommendations_dropped``).
+MAX_RECOMMENDATIONS = 16
 #: Most pickle opcodes read in search of an exception's class.
 _MAX_OPCODES = 64
 #: Modules whose globals wrap an exception's class in its pickle, not the class itself
@@ -142,18 +144,24 @@ def story_event(entry: object) -> SpanEventRecord | None:
     if stimulus is not None:
         attrs.append((semconv.DASK_TRANSITION_STIMULUS, str(stimulus)))
     if isinstance(recommendations, dict) and recommendations:
-        texts = tuple(f"{k}: {v}" for k, v in islice(recommendations.items(), _MAX_RECOMMENDATIONS))
+        texts = tuple(f"{k}: {v}" for k, v in islice(recommendations.items(), MAX_RECOMMENDATIONS))
         attrs.append((semconv.DASK_TRANSITION_RECOMMENDATIONS, texts))
+        if len(recommendations) > MAX_RECOMMENDATIONS:
+            left_out = len(recommendations) - MAX_RECOMMENDATIONS
+            attrs.append((semconv.DASK_TRANSITION_RECOMMENDATIONS_DROPPED, left_out))
     return SpanEventRecord(semconv.EVENT_TRANSITION, ns(timestamp), tuple(attrs))
 
 
-def key_story(scheduler: Scheduler, key: Any) -> tuple[SpanEventRecord, ...]:
-    """The scheduler's transitions of ``key`` (searches its bounded transition log)."""
+def key_story(scheduler: Scheduler, key: Any) -> tuple[tuple[SpanEventRecord, ...], int]:
+    """The scheduler's transitions of ``key`` (searches its bounded transition log) as
+    events, the latest ``MAX_STORY_EVENTS``, and how many of its entries were left out
+    (older ones, and those of a shape not known)."""
     # Dask's story of a key also holds other keys' transitions that recommended
     # something for it: only the key's own are its story.
     own = [entry for entry in scheduler.story(key) if entry[:1] == (key,)]
-    events = (story_event(entry) for entry in own[-_MAX_STORY_EVENTS:])
-    return tuple(event for event in events if event is not None)
+    events = (story_event(entry) for entry in own[-MAX_STORY_EVENTS:])
+    kept = tuple(event for event in events if event is not None)
+    return kept, len(own) - len(kept)
 
 
 def erred_log(record: TaskRecord, trace_id: int, *, kept: bool, sampled: bool = True) -> LogEntry:

@@ -59,6 +59,10 @@ _ACTIVE_STATES = frozenset({"waiting", "queued", "processing", "no-worker"})
 _FINAL_STATES = frozenset({"memory", "erred"})
 #: Transitions after which a span may have become done: the poll re-checks it.
 _SETTLING_STATES = _FINAL_STATES | {"released"}
+#: States a task leaving for ``released`` ended a run from without a result kept: a
+#: lost worker, ``Reschedule``, a retry, a stale run (processing), ``Client.retry``
+#: (erred). Its next run, if any, is one more attempt.
+_RUN_ENDED_STATES = frozenset({"processing", "erred"})
 #: At most one "internal error" log line per this many seconds.
 _ERROR_LOG_EVERY = 60.0
 #: Seconds the exporters of a copy whose start failed get to stop (nothing is queued).
@@ -314,6 +318,10 @@ class OtelSpansPlugin(SchedulerPlugin):
                 tracker.became_active(uuid, track)
                 return
             tracker.settled(uuid)
+            if finish == "released":
+                if start in _RUN_ENDED_STATES and tracker.task_groups is not None:
+                    tracker.task_groups.abandoned(key)  # a next run is a rerun
+                return
             if finish not in _FINAL_STATES or (finish == "memory" and start != "processing"):
                 return
             compute = compute_seconds(kwargs.get("startstops"))

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from distributed.scheduler import TaskGroup
     from distributed.spans import Span
 
-#: How many bottleneck prefixes and thread-count changes a root span carries at most.
+#: How many bottleneck prefixes a root span carries at most.
 MAX_BOTTLENECKS = 5
+#: Most thread-count changes a root span carries as events (the first; the rest
+#: counted in its ``dropped_events_count``).
 MAX_NTHREADS_EVENTS = 256
 
 
@@ -122,8 +124,9 @@ def _ns_or_none(seconds: float | None) -> int | None:
     return ns(seconds) if seconds else None
 
 
-def nthreads_events(intervals: Intervals) -> tuple[SpanEventRecord, ...]:
-    """One event per change of the cluster's thread count while the root ran."""
+def nthreads_events(intervals: Intervals) -> tuple[tuple[SpanEventRecord, ...], int]:
+    """One event per change of the cluster's thread count while the root ran (the
+    first ``MAX_NTHREADS_EVENTS``), and how many changes were left out."""
     events = []
     last = None
     for t0, _, n in intervals:
@@ -132,4 +135,4 @@ def nthreads_events(intervals: Intervals) -> tuple[SpanEventRecord, ...]:
                 SpanEventRecord(semconv.EVENT_NTHREADS, ns(t0), ((semconv.DASK_NTHREADS, n),))
             )
             last = n
-    return tuple(events[:MAX_NTHREADS_EVENTS])
+    return tuple(events[:MAX_NTHREADS_EVENTS]), max(len(events) - MAX_NTHREADS_EVENTS, 0)

@@ -149,6 +149,7 @@ def span_record(
     active_cpu_seconds = span.active_cpu_seconds
     analysis: WorkflowAnalysis | None = None
     idle = None
+    events_dropped = 0
     if snapshot.is_root and snapshot.done:
         intervals = span.nthreads_intervals
         busy, idle = snapshots.busy_and_idle(span.cumulative_worker_metrics)
@@ -161,7 +162,8 @@ def span_record(
             submitted_at=lambda tg: snapshots.submitted_at(scheduler, tg),
         )
         if full:
-            events += nthreads_events(intervals)
+            changes, events_dropped = nthreads_events(intervals)
+            events += changes
     totals: dict[str, float] = {}
     if full:
         totals = snapshots.run_totals(span._cumulative_worker_metrics, idle)
@@ -188,6 +190,7 @@ def span_record(
         if full
         else (),
         events=events,
+        events_dropped=events_dropped,
         links=links,
         parent_remote=parent_remote,
         consumer=consumer,

@@ -47,17 +47,19 @@ if TYPE_CHECKING:
     from distributed import Scheduler
     from distributed.scheduler import TaskGroup, TaskState
 
-#: Most distinct workers remembered per group (the count saturates there).
+#: Most distinct workers remembered per group (the count saturates there; runs on
+#: other workers are counted in ``dask.task_group.workers_uncounted_runs``).
 _MAX_WORKERS = 10_000
 #: Most running tasks remembered as parents of Dask spans they opened (oldest
 #: forgotten first, counted in ``stats()["parents_evicted"]``).
 _MAX_PARENTS = 10_000
-#: Most dependency keys recorded on a task span.
+#: Most dependency keys recorded on a task span (the rest counted in
+#: ``dask.task.dependencies_dropped``).
 _MAX_DEPENDENCIES = 32
 #: Most dependency links built for a group span; the rest are counted as dropped.
 _MAX_LINKS = 128
-#: Most keys lost with a worker and not rerun yet, remembered as reruns (oldest
-#: forgotten first, counted in ``stats()["reruns_evicted"]``).
+#: Most keys with an abandoned or lost run and not rerun yet, remembered as reruns
+#: (oldest forgotten first, counted in ``stats()["reruns_evicted"]``).
 _MAX_RERUNS = 10_000
 
 
@@ -90,6 +92,8 @@ class _Group:
     error_type: str = ""
     workers: set[str] | None = field(default_factory=set)
     worker_count: int = 0
+    #: Runs on a worker not in ``workers`` once it held ``_MAX_WORKERS``.
+    workers_uncounted_runs: int = 0
     exported: bool = False
     #: First start and last stop of its finished runs, on the clocks of the workers
     #: that ran them: the bounds its span must have to cover its task spans (inf, -inf
@@ -146,8 +150,11 @@ class TaskGroups:
         #: (Dask span uuid, group name) -> how many groups of that name the span had
         #: (forgotten with the span's groups).
         self._names: dict[tuple[str, str], int] = {}
-        #: Keys that were processing or in memory on a worker that died: key -> times.
-        #: A key leaves when it reruns or is forgotten; at most ``_MAX_RERUNS``.
+        #: Keys whose run was abandoned while processing (its worker died, it raised
+        #: ``Reschedule``, it erred with retries left, its run went stale), that were
+        #: retried after they erred, or whose result was lost with a worker: key ->
+        #: runs before the next one. A key leaves when it finishes again or is
+        #: forgotten; at most ``_MAX_RERUNS``.
         self._reruns: dict[Any, int] = {}
         #: Lost keys forgotten at ``_MAX_RERUNS`` before they reran.
         self.reruns_evicted = 0
@@ -190,12 +197,19 @@ class TaskGroups:
             self.parents_evicted += 1
 
     def lost(self, keys: Iterable[Any]) -> None:
-        """Keys a dead worker was running or holding: their next run is a rerun."""
+        """Keys whose result a dead worker held: their next run is a rerun."""
         for key in keys:
-            self._reruns[key] = self._reruns.get(key, 0) + 1
-            if len(self._reruns) > _MAX_RERUNS:
-                del self._reruns[next(iter(self._reruns))]
-                self.reruns_evicted += 1
+            self.abandoned(key)
+
+    def abandoned(self, key: Any) -> None:
+        """A run of ``key`` ended without a result the scheduler keeps (it left
+        ``processing`` or ``erred`` for ``released``), or its result was lost: the next
+        run is attempt + 1, kept as ``recomputed`` (spans its earlier runs started hang
+        under the task span the scheduler exports, which must therefore exist)."""
+        self._reruns[key] = self._reruns.get(key, 0) + 1
+        if len(self._reruns) > _MAX_RERUNS:
+            del self._reruns[next(iter(self._reruns))]
+            self.reruns_evicted += 1
 
     def forget_key(self, key: Any) -> None:
         """``key`` left the scheduler without rerunning: a later task of that key is
@@ -232,8 +246,12 @@ class TaskGroups:
         else:
             group.erred += 1
         worker = kwargs.get("worker")
-        if worker and group.workers is not None and len(group.workers) < _MAX_WORKERS:
-            group.workers.add(worker)
+        workers = group.workers
+        if worker and workers is not None:
+            if len(workers) < _MAX_WORKERS:
+                workers.add(worker)
+            elif worker not in workers:
+                group.workers_uncounted_runs += 1
         # The run on its worker's clock, as its task span would be exported: the group
         # span covers it whether it is kept or not.
         now, offset = time(), self.clocks.offset(worker)
@@ -312,7 +330,7 @@ class TaskGroups:
             group=clean(ts.group.name, limit),
             trace_id=span.trace_id,
             # the id from the key as Dask knows it: two keys that clean alike stay apart
-            span_id=ids.task_run_span_id(span.uuid, key, attempt),
+            span_id=ids.task_span_id(span.uuid, key),
             parent_span_id=group.span_id,
             state=finish,
             attempt=attempt,
@@ -325,6 +343,7 @@ class TaskGroups:
             typename=clean(str(kwargs.get("typename") or ""), limit),
             dependencies=tuple(dep.key for dep in islice(ts.dependencies, _MAX_DEPENDENCIES)),
             clock_offset=clock_offset,
+            dependencies_dropped=max(len(ts.dependencies) - _MAX_DEPENDENCIES, 0),
         )
 
     def _erred_record(
@@ -334,10 +353,11 @@ class TaskGroups:
             kwargs, self.max_length, messages=self.exception_messages
         )
         events: tuple[SpanEventRecord, ...] = ()
+        dropped = 0
         if span.stories < self.max_error_stories:
             span.stories += 1
-            events = erred_tasks.key_story(self.scheduler, ts.key)
-        return pending.build(exception=exception, events=events)
+            events, dropped = erred_tasks.key_story(self.scheduler, ts.key)
+        return pending.build(exception=exception, events=events, events_dropped=dropped)
 
     def bounds(self, tg: TaskGroup) -> tuple[float, float] | None:
         """First start and last stop of the group's finished runs, on their workers'
@@ -415,5 +435,6 @@ class TaskGroups:
                     submitted_ns=ns(snapshots.submitted_at(self.scheduler, tg) or 0.0),
                     links_dropped=links_dropped,
                     footprint=footprint(tg) if footprint is not None else None,
+                    workers_uncounted_runs=state.workers_uncounted_runs,
                 )
             )

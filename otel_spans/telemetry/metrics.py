@@ -277,6 +277,13 @@ class MetricsState:
             )
         self._folded[metric] = folded
 
+    def _limiters(self) -> list[CardinalityLimiter]:
+        return [self.span_names, self.prefixes, *self.workflow_labels.values()]
+
+    def overflow_forgotten(self) -> int:
+        """Replaced values the budgets forgot (each counts again if it comes back)."""
+        return sum(limiter.forgotten for limiter in self._limiters())
+
     def overflow(self) -> dict[str, int]:
         return {
             semconv.DASK_SPAN_NAME: self.span_names.overflowed,

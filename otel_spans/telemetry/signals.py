@@ -317,6 +317,7 @@ class Signals:
             "internal_errors": self._loop_errors() + self._export_errors + crashes,
             "hooks_disabled": self._hooks_disabled(),
             "task_labels_evicted": self.metric_state.task_labels_evicted,
+            "overflow_forgotten": self.metric_state.overflow_forgotten(),
         }
         metric_exports = self._metric_export_counts()
         if metric_exports is not None:

@@ -139,6 +139,7 @@ def _encode(
     events: list[WireEvent] | None = None,
     links: list[WireLink] | None = None,
     links_dropped: int = 0,
+    events_dropped: int = 0,
     status: tuple[int, str] = (STATUS_UNSET, ""),
 ) -> bytes:
     """The span of a record: its ids and times, with this name, attributes and status."""
@@ -153,6 +154,7 @@ def _encode(
         events=events or (),
         links=links or (),
         links_dropped=links_dropped,
+        events_dropped=events_dropped,
         limits=limits,
         status_code=status[0],
         status_message=status[1],
@@ -181,6 +183,7 @@ def dask_span(record: SpanRecord, *, limits: RecordLimits) -> bytes:
         attrs,
         limits,
         events=_events(record.events),
+        events_dropped=record.events_dropped,
         links=links,
         status=status,
     )
@@ -212,6 +215,8 @@ def group_span(record: GroupRecord, *, limits: RecordLimits) -> bytes:
     }
     if record.submitted_ns:
         attrs[semconv.DASK_TASK_GROUP_SUBMITTED] = record.submitted_ns
+    if record.workers_uncounted_runs:
+        attrs[semconv.DASK_TASK_GROUP_WORKERS_UNCOUNTED_RUNS] = record.workers_uncounted_runs
     for action, seconds in record.durations:
         attrs[semconv.DASK_TASK_GROUP_DURATION_PREFIX + semconv.key_part(action)] = seconds
     if record.footprint is not None:
@@ -245,6 +250,8 @@ def task_spans(record: TaskRecord, *, limits: RecordLimits) -> list[bytes]:
         attrs[semconv.DASK_WORKER_THREAD] = record.thread
     if record.dependencies:
         attrs[semconv.DASK_TASK_DEPENDENCIES] = record.dependencies
+    if record.dependencies_dropped:
+        attrs[semconv.DASK_TASK_DEPENDENCIES_DROPPED] = record.dependencies_dropped
     events = _events(record.events)
     status = STATUS_UNSET, ""
     if record.exception is not None:
@@ -259,7 +266,17 @@ def task_spans(record: TaskRecord, *, limits: RecordLimits) -> list[bytes]:
         if exc.stacktrace:
             details[semconv.EXCEPTION_STACKTRACE] = exc.stacktrace
         events.insert(0, WireEvent(semconv.EVENT_EXCEPTION, record.end_ns, details))
-    out = [_encode(record, record.prefix, attrs, limits, events=events, status=status)]
+    out = [
+        _encode(
+            record,
+            record.prefix,
+            attrs,
+            limits,
+            events=events,
+            events_dropped=record.events_dropped,
+            status=status,
+        )
+    ]
     for i, phase in enumerate(record.phases):
         out.append(
             wire.span(

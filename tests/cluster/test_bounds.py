@@ -1,13 +1,18 @@
 """The fixed caps of what one exported span carries (docs/telemetry.md), each driven
 past its bound: the output holds exactly the bound, and the overflow is counted where
-the docs say it is.
+the docs say it is (nothing is cut uncounted).
 
 * ``dask.transition`` events: at most 50 per erred task (its last transitions, the one
-  into ``erred`` included), each with at most 16 recommendations;
-* ``dask.cluster.nthreads`` events on a root: at most 256;
-* ``dask.task.dependencies``: at most 32 keys;
+  into ``erred`` included; the rest, and entries of a shape not known, counted in OTLP's
+  ``dropped_events_count``), each with at most 16 recommendations (the rest counted in
+  ``dask.transition.recommendations_dropped``);
+* ``dask.cluster.nthreads`` events on a root: at most 256, the rest counted in
+  ``dropped_events_count``;
+* ``dask.task.dependencies``: at most 32 keys, the rest counted in
+  ``dask.task.dependencies_dropped``;
 * task-group links: at most 128, the rest counted in OTLP's ``dropped_links_count``;
-* ``dask.task_group.workers``: saturates at 10 000.
+* ``dask.task_group.workers``: saturates at 10 000; runs on further workers counted in
+  ``dask.task_group.workers_uncounted_runs``.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from otel_spans.config import RecordLimits
 from otel_spans.export import wire
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
-from otel_spans.task_records import GroupRecord
-from otel_spans.telemetry.traces import group_span
+from otel_spans.task_records import GroupRecord, TaskRecord
+from otel_spans.telemetry.traces import group_span, task_spans
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import await_until, cluster_test, traced_cluster
 from tests.support.tasks import wait_for
@@ -84,7 +89,9 @@ async def test_an_erred_task_keeps_its_last_50_transitions_and_16_recommendation
 ) -> None:
     """30 retries give the key over 60 transitions; the one into ``erred`` recommends
     its 20 dependents erred. Keeping the first 50 transitions would lose the one into
-    ``erred``; no cap would give them all; 20 recommendations fail the second bound."""
+    ``erred``; no cap would give them all; 20 recommendations fail the second bound.
+    What is left out is counted exactly: the older transitions in
+    ``dropped_events_count``, the 4 recommendations on their event."""
     dependents = 20
     config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint}
     async with traced_cluster(config) as (client, scheduler, _):
@@ -112,8 +119,10 @@ async def test_an_erred_task_keeps_its_last_50_transitions_and_16_recommendation
     recommendations = strings(transitions[-1], semconv.DASK_TRANSITION_RECOMMENDATIONS)
     assert len(recommendations) == RECOMMENDATIONS
     assert set(recommendations) < {f"dep-{i}: erred" for i in range(dependents)}
-    # cut here, not by the span limits (128 events by default): nothing counted dropped
-    assert task.dropped_events_count == 0
+    left_out = attribute(transitions[-1], semconv.DASK_TRANSITION_RECOMMENDATIONS_DROPPED)
+    assert left_out == dependents - RECOMMENDATIONS
+    # cut here, not by the span limits (128 events by default): the older transitions
+    assert task.dropped_events_count == len(story) - STORY_EVENTS
 
 
 # -- thread-count changes on a root ----------------------------------------------------------
@@ -123,8 +132,9 @@ async def test_a_root_carries_at_most_256_thread_count_changes(
 ) -> None:
     """300 changes of the cluster's thread count while the workflow runs (written into
     Dask's own history, as adding and removing workers would): 301 distinct values
-    from the start, 256 events, the first ones. The span limits are raised so that the
-    cap seen is this one, not ``max-events``."""
+    from the start, 256 events, the first ones, and the other 45 counted in
+    ``dropped_events_count``. The span limits are raised so that the cap seen is this
+    one, not ``max-events``."""
     changes = 300
     config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, "otel-spans.max-events": 1000}
     gate = "threads-gate"
@@ -147,7 +157,7 @@ async def test_a_root_carries_at_most_256_thread_count_changes(
     assert len(events) == NTHREADS_EVENTS
     threads = [attribute(e, semconv.DASK_NTHREADS) for e in events]
     assert threads == [2] + [3 - i % 2 for i in range(NTHREADS_EVENTS - 1)]
-    assert exported.dropped_events_count == 0
+    assert exported.dropped_events_count == changes + 1 - NTHREADS_EVENTS
 
 
 # -- dependencies and links ------------------------------------------------------------------
@@ -156,9 +166,11 @@ async def test_a_task_names_32_dependencies_and_its_group_links_128_counting_the
     otlp_receiver: OtlpReceiver,
 ) -> None:
     """One task over 130 dependencies, each in a task group of its own. Its task span
-    names 32 of them; its group's span links 128 dependency groups and counts the other
-    2 in ``dropped_links_count`` (the limits section: the first ones kept, the rest
-    counted). An uncapped list fails the first; links cut without a count the second."""
+    names 32 of them and counts the other 98 in ``dask.task.dependencies_dropped``; its
+    group's span links 128 dependency groups and counts the other 2 in
+    ``dropped_links_count`` (the limits section: the first ones kept, the rest
+    counted). An uncapped list fails the first; keys or links cut without a count the
+    others."""
     n = LINKS + 2
     config = {
         "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
@@ -182,6 +194,7 @@ async def test_a_task_names_32_dependencies_and_its_group_links_128_counting_the
     dependencies = strings(task, semconv.DASK_TASK_DEPENDENCIES)
     assert len(dependencies) == DEPENDENCIES
     assert set(dependencies) < keys and len(set(dependencies)) == DEPENDENCIES
+    assert attribute(task, semconv.DASK_TASK_DEPENDENCIES_DROPPED) == n - DEPENDENCIES
     assert len(group.links) == LINKS
     assert group.dropped_links_count == n - LINKS
 
@@ -194,8 +207,9 @@ def _has(span: ProtoSpan, key: str) -> bool:
 @pytest.mark.parametrize("workers", [WORKERS + 1, 3 * WORKERS])
 def test_a_groups_worker_count_saturates_at_10000(workers: int) -> None:
     """The tasks of one group finish on ``workers`` distinct workers (as the scheduler
-    hook reports them); the group span says 10 000. A set without bound would say
-    ``workers``."""
+    hook reports them); the group span says 10 000, and counts the runs on the others
+    in ``dask.task_group.workers_uncounted_runs``. A set without bound would say
+    ``workers``; a saturation without a count would leave the rest unseen."""
     scheduler: Any = SimpleNamespace(computations=[], story=lambda *keys: [])
     records: list[object] = []
     groups = TaskGroups(
@@ -216,4 +230,37 @@ def test_a_groups_worker_count_saturates_at_10000(workers: int) -> None:
     )
     exported = request.resource_spans[0].scope_spans[0].spans[0]
     assert attribute(exported, semconv.DASK_TASK_GROUP_WORKERS) == WORKERS
+    assert attribute(exported, semconv.DASK_TASK_GROUP_WORKERS_UNCOUNTED_RUNS) == workers - WORKERS
     assert attribute(exported, semconv.DASK_TASK_GROUP_TASK_STATES_MEMORY) == workers
+
+
+def test_story_entries_of_a_shape_not_known_are_counted_with_the_older_ones() -> None:
+    """61 transitions of the key, one among the latest 50 of a shape not known (a
+    timestamp that is no number): 49 transition events, and the 11 older ones plus the
+    unreadable one counted in ``dropped_events_count``. Catches: an entry skipped
+    without a count."""
+    key = "bad-0"
+    story: list[tuple[Any, ...]] = [
+        (key, "waiting", "processing", {}, f"s{i}", 1.0 + i) for i in range(61)
+    ]
+    story[30] = (key, "waiting", "processing", {}, "s30", "noon")
+    scheduler: Any = SimpleNamespace(computations=[], story=lambda *keys: story)
+    records: list[object] = []
+    groups = TaskGroups(
+        scheduler, submit=records.append, log=None, max_error_stories=10, max_length=100
+    )
+    tg = TaskGroup("bad", TaskPrefix("bad"))
+    ts = TaskState(key, None, "erred", tg, False)
+    tg.add(ts)
+    identity = SpanIdentity("span-uuid", ("stories",), 1, 2, Policy())
+    erred = {"worker": "w", "exception_text": "ValueError('x')"}
+    groups.task_finished(ts, "processing", "erred", erred, identity, 0.0)
+    (record,) = [r for r in records if isinstance(r, TaskRecord)]
+    encoder = wire.RequestEncoder({"service.name": "dask"}, "otel_spans")
+    request = ExportTraceServiceRequest.FromString(
+        encoder.request(task_spans(record, limits=RecordLimits()))
+    )
+    exported = request.resource_spans[0].scope_spans[0].spans[0]
+    transitions = [e for e in exported.events if e.name == semconv.EVENT_TRANSITION]
+    assert len(transitions) == STORY_EVENTS - 1
+    assert exported.dropped_events_count == len(story) - (STORY_EVENTS - 1)

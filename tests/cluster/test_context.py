@@ -64,7 +64,7 @@ def hexes(trace_id: int, span_id: int) -> tuple[str, str]:
 
 
 def task_span(span_uuid: str, key: str) -> str:
-    return f"{ids.task_run_span_id(span_uuid, key, 1):016x}"
+    return f"{ids.task_span_id(span_uuid, key):016x}"
 
 
 def is_dask_span_or_caller(span: ReceivedSpan) -> bool:
@@ -433,14 +433,14 @@ async def test_tasks_run_in_their_span_context_and_see_dasks_own_annotations(
         seen_outside = await client.submit(dask.get_annotations, key="annotations-2")
         trace_id = ids.workflow_trace_id(root_id)
         for key, got in (("thread-1", in_thread), ("async-1", in_loop), ("nested-1", nested)):
-            assert got == format_traceparent(trace_id, ids.task_run_span_id(root_id, key, 1))
+            assert got == format_traceparent(trace_id, ids.task_span_id(root_id, key))
         assert seen_in_task == {"span": {"name": ("in-process",), "ids": (root_id,)}}
         assert seen_outside == {}
         default_uuid = scheduler.tasks[outside_future.key].group.span_id
         assert scheduler.extensions["spans"].spans[default_uuid].name == ("default",)
         assert outside == format_traceparent(
             ids.workflow_trace_id(default_uuid),
-            ids.task_run_span_id(default_uuid, "default-span-1", 1),
+            ids.task_span_id(default_uuid, "default-span-1"),
         )
         seen = await client.run_on_scheduler(recorded)
         assert seen["annotations"] == {}  # nothing of ours on nested submits
@@ -573,7 +573,7 @@ def test_spans_started_in_tasks_on_worker_processes_are_children_of_the_task_spa
     assert METADATA_CHILDREN not in seen["metadata"].get("outer-1", {})
     # code in a task sees the task's context; otel_spans.span there annotates the work it
     # submits with it, plain submits carry nothing of ours
-    outer_span = ids.task_run_span_id(sub["nested"], "outer-1", 1)
+    outer_span = ids.task_span_id(sub["nested"], "outer-1")
     outer = format_traceparent(ids.workflow_trace_id(root_id), outer_span)
     assert nested["traceparent"] == outer
     assert seen["annotations"]["inner-1"] == {"traceparent": outer, "link": False}

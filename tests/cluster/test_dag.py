@@ -415,7 +415,8 @@ def test_a_story_holds_only_the_keys_own_transitions() -> None:
                 (key, "processing", "erred", {}, "s2", 2.0),
             ]
 
-    events = erred_tasks.key_story(StoryOnly(), "bad")  # type: ignore[arg-type]
+    events, left_out = erred_tasks.key_story(StoryOnly(), "bad")  # type: ignore[arg-type]
+    assert left_out == 0
     pairs = [
         (dict(e.attributes)["dask.transition.from"], dict(e.attributes)["dask.transition.to"])
         for e in events

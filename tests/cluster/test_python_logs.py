@@ -223,7 +223,7 @@ def test_a_failing_task_logs_compute_failed_with_the_tasks_own_span(
     assert "fail-7" in str(record.body) and "task failed on 7" in str(record.body)
     # logged inside the task's execution: the task's own span, as task code sees it
     assert record.trace_id == f"{ids.workflow_trace_id(span_id):032x}"
-    assert record.span_id == f"{ids.task_run_span_id(span_id, 'fail-7', 1):016x}"
+    assert record.span_id == f"{ids.task_span_id(span_id, 'fail-7'):016x}"
 
 
 def test_a_worker_paused_for_memory_says_so_once_beside_dasks_event(

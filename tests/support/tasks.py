@@ -6,10 +6,12 @@ importable module (the repository root is on ``sys.path``), not in a test module
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
-from distributed import Event, Worker
+from distributed import Event, Reschedule, Worker
+from opentelemetry import trace
 
 
 class TaskFailure(ValueError):
@@ -41,6 +43,36 @@ def wait_for(name: str) -> int:
     """Hold the task (and its dependents) until the test sets the event ``name``."""
     assert Event(name).wait(timeout=120)
     return 1
+
+
+def user_span(label: str) -> None:
+    """A span of task code (global tracer, no explicit context), ended at once: its
+    worker exports it while the task goes on. ``test.pid`` tells the run's process."""
+    tracer = trace.get_tracer("tests.user")
+    with tracer.start_as_current_span(
+        "user/run", attributes={"test.label": label, "test.pid": os.getpid()}
+    ):
+        pass
+
+
+def user_span_then_wait(label: str, event: str) -> int:
+    """Start a user span, then hold the task until the test sets the event ``event``
+    (or kills this worker first); returns the process id of the run that finished."""
+    user_span(label)
+    assert Event(event).wait(timeout=120)
+    return os.getpid()
+
+
+def user_span_rescheduled_once(label: str, marker: str) -> int:
+    """Start a user span; on the first run (no file ``marker`` yet) create the file and
+    raise ``Reschedule``, so that the scheduler runs the task again."""
+    first = not os.path.exists(marker)
+    user_span(f"{label}/{'first' if first else 'rerun'}")
+    if first:
+        with open(marker, "x"):
+            pass
+        raise Reschedule()
+    return os.getpid()
 
 
 def worker_stats(dask_worker: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_spans.scheduler.snapshots import growth
-from otel_spans.telemetry.cardinality import CardinalityLimiter
+from otel_spans.telemetry.cardinality import MAX_REPLACED, CardinalityLimiter
 
 
 @given(st.lists(st.text(max_size=5)), st.integers(min_value=1, max_value=20))
@@ -19,8 +19,24 @@ def test_never_more_than_the_limit_and_admitted_values_stay(values: list[str], l
     assert admitted <= set(values)  # nothing invented
     first = list(dict.fromkeys(values))[:limit]
     assert admitted == set(first)
-    assert limiter.overflowed == sum(1 for v in values if v not in first)
+    # distinct values replaced, however often each was asked for
+    assert limiter.overflowed == len({v for v in values if v not in first})
     assert [limiter(v) for v in first] == first
+
+
+def test_replaced_values_are_remembered_up_to_the_bound_and_forgetting_is_counted() -> None:
+    """Catches: an unbounded memory of replaced values; a forgotten value that comes
+    back not counted again, or forgetting left uncounted."""
+    limiter = CardinalityLimiter(1)
+    assert limiter("kept") == "kept"
+    for i in range(MAX_REPLACED + 5):
+        assert limiter(f"v{i}") == limiter.overflow_value
+    assert (limiter.overflowed, limiter.forgotten) == (MAX_REPLACED + 5, 5)
+    for i in range(5, MAX_REPLACED + 5):  # all still remembered: nothing new
+        limiter(f"v{i}")
+    assert limiter.overflowed == MAX_REPLACED + 5
+    limiter("v0")  # forgotten: counted again, and the oldest remembered one leaves
+    assert (limiter.overflowed, limiter.forgotten) == (MAX_REPLACED + 6, 6)
 
 
 def test_limit_must_be_positive() -> None:

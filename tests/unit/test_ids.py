@@ -35,7 +35,7 @@ def test_span_id_schemes() -> None:
         ids.continuation_span_id(UUID, 2): f"{UUID}/continuation/2",
         ids.task_group_span_id(UUID, "inc-abc"): f"{UUID}/group/inc-abc",
         ids.task_group_span_id(UUID, "inc-abc", 1): f"{UUID}/group/inc-abc/1",
-        ids.task_run_span_id(UUID, "('inc-abc', 3)", 1): f"{UUID}/task/('inc-abc', 3)/1",
+        ids.task_span_id(UUID, "('inc-abc', 3)"): f"{UUID}/task/('inc-abc', 3)/1",
         ids.phase_span_id(12345, 0): "12345/phase/0",
     }
     for got, text in cases.items():
@@ -46,7 +46,7 @@ def test_span_id_schemes() -> None:
 def test_literal_values() -> None:
     """Literal bytes, so that a change of the hashing itself is caught too."""
     assert f"{ids.dask_span_id(UUID):016x}" == "d1c293f68d5669e0"
-    assert f"{ids.task_run_span_id(UUID, 'x', 1):016x}" == "340743bafa3aaed1"
+    assert f"{ids.task_span_id(UUID, 'x'):016x}" == "340743bafa3aaed1"
 
 
 @given(st.text(), st.integers(min_value=1, max_value=10**6))

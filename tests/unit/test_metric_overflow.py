@@ -113,23 +113,32 @@ def test_nothing_is_counted_within_the_limit(
 def test_our_budget_and_the_sdk_limit_are_counted_apart(
     metrics: tuple[MetricsState, InMemoryMetricReader],
 ) -> None:
-    """Past ``max-span-names`` the name becomes ``(overflow)`` (ours, counted per value
-    replaced); the series that remain are what the SDK's limit applies to."""
+    """Past ``max-span-names`` the name becomes ``(overflow)`` (ours, counted once per
+    distinct value replaced); the series that remain are what the SDK's limit applies
+    to. Catches: counting replacements (one per delta, and twice per delta because a
+    root span's name fills both ``dask.span.name`` and ``dask.span.root``): 80 here,
+    then 320 after three more deltas for the same names."""
     state, reader = metrics
     state.span_names.limit = 10  # a tighter name budget for this test
-    state.add(
-        CounterDelta(
-            semconv.M_SPAN_TASKS,
-            (f"workflow-{s}",),
-            ((semconv.DASK_TASK_PREFIX, "p"), (semconv.DASK_TASK_STATE, "memory")),
-            1.0,
+    state.prefixes.limit = 1  # and prefixes: 1 admitted, 2 replaced
+    for delta in range(4):
+        state.add(
+            CounterDelta(
+                semconv.M_SPAN_TASKS,
+                (f"workflow-{s}",),
+                ((semconv.DASK_TASK_PREFIX, f"p{s % 3}"), (semconv.DASK_TASK_STATE, "memory")),
+                1.0,
+            )
+            for s in range(50)
         )
-        for s in range(50)
-    )
-    exported = points(reader)
-    names = {p.attributes[semconv.DASK_SPAN_NAME] for p in exported[semconv.M_SPAN_TASKS]}
-    assert semconv.OVERFLOW_VALUE in names and len(names) <= 11
-    assert sum(p.value for p in exported[semconv.M_SPAN_TASKS]) == 50  # nothing lost
-    counted = {p.attributes[semconv.ATTR_LIMITED]: p.value for p in exported[semconv.M_OVERFLOW]}
-    assert counted[semconv.DASK_SPAN_NAME] > 0
-    assert counted[semconv.LIMITED_SERIES] == 0
+        exported = points(reader)
+        names = {p.attributes[semconv.DASK_SPAN_NAME] for p in exported[semconv.M_SPAN_TASKS]}
+        assert semconv.OVERFLOW_VALUE in names and len(names) == 11
+        # nothing lost
+        assert sum(p.value for p in exported[semconv.M_SPAN_TASKS]) == 50 * (delta + 1)
+        counted = {
+            p.attributes[semconv.ATTR_LIMITED]: p.value for p in exported[semconv.M_OVERFLOW]
+        }
+        assert counted[semconv.DASK_SPAN_NAME] == 40, delta
+        assert counted[semconv.DASK_TASK_PREFIX] == 2, delta
+        assert counted[semconv.LIMITED_SERIES] == 0

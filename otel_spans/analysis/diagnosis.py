@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from otel_spans.records import EvidenceValue, Finding
 from otel_spans.analysis.evidence import (
     CPU_ACTIVITY,
     NONCPU_ACTIVITY,
@@ -29,6 +28,7 @@ from otel_spans.analysis.evidence import (
     Evidence,
     GroupEvidence,
 )
+from otel_spans.records import EvidenceValue, Finding
 
 # -- thresholds (docs/telemetry.md, Diagnosis) --------------------------------------------
 #: Scheduler time per task, seconds: 520-600 tiny tasks/s with the default
@@ -61,6 +61,7 @@ _SEVERITY_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
 
 #: What a finding is about: a task group, a Dask span (joined tags) or the workflow.
 GROUP, SPAN, WORKFLOW = "group", "span", "workflow"
+
 
 class _Ledger:
     """The wall time's pools; what is granted from one is gone for the next rule."""
@@ -241,8 +242,10 @@ def spilling(evidence: Evidence, ledger: _Ledger) -> _Draft | None:
         (
             ("disk_s", round(disk, 6)),
             ("of_worker_time", round(fraction, 4)),
-            *((a.replace("-", "_") + "_s", round(evidence.activities.get(a, 0.0), 6))
-              for a in SPILL_ACTIVITIES),
+            *(
+                (a.replace("-", "_") + "_s", round(evidence.activities.get(a, 0.0), 6))
+                for a in SPILL_ACTIVITIES
+            ),
         ),
         ledger.claim(fraction * ledger.steps, "work", "inner"),
         "Workers wrote results to disk and read them back: give each worker more memory"

@@ -29,16 +29,24 @@ from otel_spans.records import (
 )
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.callers import Caller
-from otel_spans.scheduler.root_analysis import analyse_root, nthreads_events
-from otel_spans.scheduler.task_groups import SpanIdentity
+from otel_spans.scheduler.root_analysis import (
+    analyse_root,
+    diagnosis_events,
+    diagnosis_log,
+    nthreads_events,
+)
+from otel_spans.scheduler.task_groups import SpanIdentity, Tally
 
 if TYPE_CHECKING:
     from distributed import Scheduler
+    from distributed.scheduler import TaskGroup
     from distributed.spans import Span
 
 #: A Dask span uuid -> its tasks that reached a final state, by (prefix, final state);
 #: None for a span that is not tracked.
 FinishedOf = Callable[[str], Mapping[tuple[str, str], int] | None]
+#: A task group -> what ran of it (:meth:`TaskGroups.tally`); None when unknown.
+TallyOf = Callable[["TaskGroup"], Tally | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,7 @@ def span_record(
     settings: Settings,
     full: bool,
     finished_of: FinishedOf,
+    tally_of: TallyOf | None = None,
 ) -> SpanExport:
     """The record of one export of ``span``; O(task groups in its subtree).
 
@@ -129,7 +138,8 @@ def span_record(
     idle = None
     if snapshot.is_root and snapshot.done:
         intervals = span.nthreads_intervals
-        busy, idle = snapshots.busy_and_idle(span.cumulative_worker_metrics)
+        tree = span.cumulative_worker_metrics
+        busy, idle = snapshots.busy_and_idle(tree)
         analysis = analyse_root(
             span,
             stop=stop,
@@ -137,9 +147,13 @@ def span_record(
             metrics_busy=busy,
             metrics_idle=idle,
             submitted_at=lambda tg: snapshots.submitted_at(scheduler, tg),
+            tree_metrics=tree,
+            tally=tally_of or (lambda tg: None),
+            worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
         )
         if full:
             events += nthreads_events(intervals)
+            events += diagnosis_events(analysis.findings, ns(max(stop, start)))
     totals: dict[str, float] = {}
     if full:
         totals = snapshots.run_totals(span._cumulative_worker_metrics, idle)
@@ -232,4 +246,16 @@ def started_log(root: Span, identity: SpanIdentity, url: str | None) -> LogEntry
         event_name=semconv.LOG_SPAN_STARTED,
         trace_id=identity.trace_id,
         span_id=identity.otel_span_id,
+    )
+
+
+def diagnosis_log_of(record: SpanRecord) -> LogEntry:
+    """The log record of a finished root's diagnosis (its export carries the analysis)."""
+    assert record.analysis is not None
+    return diagnosis_log(
+        record.analysis.findings,
+        "/".join(record.tags),
+        record.trace_id,
+        record.span_id,
+        record.end_ns,
     )

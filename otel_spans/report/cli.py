@@ -9,6 +9,7 @@ file or a stream.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -21,6 +22,7 @@ from otel_spans.report import (
     compare_html,
     compare_json,
     compare_text,
+    diagnose,
     html,
     lookup,
     perfetto,
@@ -62,7 +64,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         " and task group, with a verdict each",
     )
     rep.add_argument("--workflow", help="with --compare: the root span name to compare")
-    rep.add_argument("--json", help="with --compare: also write the comparison as JSON here")
+    rep.add_argument(
+        "--json",
+        help="also write JSON here: each workflow's diagnosis (with --compare: the comparison)",
+    )
     rep.add_argument(
         "--fail-if-slower",
         metavar="PERCENT",
@@ -100,6 +105,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         stderr=sys.stderr,
         key=args.key,
         group=args.group,
+        json_out=Path(args.json) if args.json else None,
     )
 
 
@@ -141,9 +147,11 @@ def report(
     stderr: TextIO,
     key: str | None = None,
     group: str | None = None,
+    json_out: Path | None = None,
 ) -> int:
-    """Analyse every workflow in ``path`` (or look up one task ``key`` or ``group``);
-    returns the process exit code."""
+    """Analyse every workflow in ``path`` (or look up one task ``key`` or ``group``),
+    writing each workflow's diagnosis to ``json_out`` as JSON when given; returns the
+    process exit code."""
     try:
         spans = list(_with_progress(load_spans(path), stderr))
         activity = load_activity(path)
@@ -173,10 +181,20 @@ def report(
     target = out_dir or (path if path.is_dir() else path.parent) / "otel-spans-report"
     target.mkdir(parents=True, exist_ok=True)
     used: set[str] = set()
+    documents = []
     for built in workflows:
         analysis = analyse(built.workflow)
+        findings = diagnose.findings(built, analysis)
+        documents.append(
+            {
+                "name": built.workflow.name,
+                "trace_id": built.trace_id,
+                "wall_s": built.workflow.wall_ns / 1e9,
+                "diagnosis": diagnose.as_json(findings),
+            }
+        )
         hot = profiles.get(built.trace_id, [])
-        _print(summary.render(built, analysis, hot), stdout)
+        _print(summary.render(built, analysis, hot, findings), stdout)
         slug = _slug(built.workflow.name)
         if slug in used:
             slug = f"{slug}-{built.trace_id[:8]}"
@@ -186,10 +204,17 @@ def report(
         with trace_file.open("w", encoding="utf-8") as f:
             f.writelines(perfetto.stream(built.workflow, analysis, built.spans))
         page = html.render(
-            built.workflow, analysis, built.spans, granularity=built.granularity, profiles=hot
+            built.workflow,
+            analysis,
+            built.spans,
+            granularity=built.granularity,
+            profiles=hot,
+            findings=findings,
         )
         html_file.write_text(page, encoding="utf-8")
         print(f"  wrote {trace_file} (open in ui.perfetto.dev) and {html_file}\n", file=stdout)
+    if json_out is not None:
+        json_out.write_text(json.dumps({"workflows": documents}, indent=2), encoding="utf-8")
     return 0
 
 

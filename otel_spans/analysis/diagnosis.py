@@ -44,8 +44,9 @@ STRAGGLER_MIN_TASKS = 3
 #: GIL contention: off-CPU time at least this share of the tasks' thread time ...
 GIL_NONCPU_SHARE = 0.5
 #: ... while their threads together used at least this much of one core per worker
-#: (CPU share × threads per worker): I/O-bound tasks (sleep, network) use almost none.
-GIL_MIN_CORE = 1 / 3
+#: (CPU share × threads per worker): I/O-bound tasks (sleep, network) use almost none,
+#: and a worker sharing two cores with up to seven other busy processes still gets it.
+GIL_MIN_CORE = 0.25
 #: Parallel efficiency at or above which waiting tasks waited for a thread (queueing),
 #: and below which the cluster was underutilised.
 QUEUEING_EFFICIENCY = 0.6
@@ -152,8 +153,9 @@ def recomputation(evidence: Evidence, ledger: _Ledger) -> _Draft | None:
     if not again:
         return None
     worst, extra = max(again, key=lambda ge: (ge[1], ge[0].name))
-    threads = max(evidence.peak_threads, 1)
-    seconds = sum(n * g.mean_s for g, n in again) / threads
+    # A rerun happens once the results are lost, usually after the rest of its group
+    # finished: it extends the group's step by its own compute time.
+    seconds = sum(n * g.mean_s for g, n in again)
     return _Draft(
         "recomputation",
         worst.name,
@@ -266,6 +268,13 @@ def data_transfer(evidence: Evidence, ledger: _Ledger) -> _Draft | None:
         return None
     fraction = transfer / (transfer + evidence.busy_s) if transfer > 0 else 0.0
     seconds = max(evidence.path.transfer_s, fraction * ledger.steps)
+    # At group granularity a transfer is a wait between two groups on the path: the
+    # wait before a group, up to the transfers into that group, was its inputs moving.
+    into = {g.name: g.durations.get("transfer", 0.0) for g in moved}
+    waited = sum(
+        min(s.wait_s - s.client_s, into.get(s.task.group, 0.0)) for s in evidence.path.steps
+    )
+    seconds_waiting = waited if evidence.path_of_groups else 0.0
     worst = max(moved, key=lambda g: (g.durations["transfer"], g.name), default=None)
     return _Draft(
         "data-transfer",
@@ -276,7 +285,7 @@ def data_transfer(evidence: Evidence, ledger: _Ledger) -> _Draft | None:
             ("of_worker_time", round(fraction, 4)),
             ("on_critical_path_s", round(evidence.path.transfer_s, 6)),
         ),
-        ledger.claim(seconds, "work", "inner"),
+        ledger.claim(seconds, "work", "inner") + ledger.claim(seconds_waiting, "wait"),
         "Tasks waited for their inputs to cross workers: move less data (reduce before"
         " combining, smaller intermediates), or keep dependent work on fewer, bigger"
         " workers.",

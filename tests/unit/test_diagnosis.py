@@ -158,6 +158,22 @@ def test_data_transfer_on_the_path_and_of_worker_time() -> None:
     assert first.share == pytest.approx(0.75)
 
 
+def test_data_transfer_between_groups_on_a_group_level_path() -> None:
+    """Two groups on the path, 2 s of waiting between them, 1.5 s of transfers into
+    the second: those 1.5 s of the wait were its inputs moving."""
+    p = path(step("make-1", 0.5), step("use-2", 0.5, wait=2.0), wall=3.0)
+    e = evidence(
+        p,
+        group("make-1", 1, 0.5, slowest=0.5),
+        group("use-2", 1, 0.5, slowest=0.5, transfer=1.5),
+        efficiency=0.55,
+    )
+    first = d.diagnose(e)[0]
+    assert (first.id, first.subject) == ("data-transfer", "use-2")
+    # 1.5 s of the wait, plus transfer's 60 % of worker time over the 1 s of steps
+    assert first.share == pytest.approx((1.5 + 0.6) / 3.0)
+
+
 def _gil(worker_threads: int, cpu: float, noncpu: float) -> Evidence:
     spans = {"wf/py": {"thread-cpu": cpu, "thread-noncpu": noncpu}}
     acts = {"thread-cpu": cpu, "thread-noncpu": noncpu}
@@ -182,7 +198,7 @@ def test_gil_contention_on_multithreaded_workers() -> None:
     ("threads", "cpu", "noncpu"),
     [
         (1, 2.0, 6.0),  # one thread: off-CPU time is not the GIL
-        (4, 0.5, 7.5),  # sleeping or waiting on I/O: 1/4 core < 1/3 of a core
+        (4, 0.4, 7.6),  # sleeping or waiting on I/O: 0.2 of a core < 1/4
         (4, 4.1, 3.9),  # mostly on CPU
     ],
 )
@@ -232,10 +248,10 @@ def test_erred_is_always_reported() -> None:
 
 def test_recomputation_counts_runs_past_tasks() -> None:
     g = group("load-1", 4, 8.0, runs=8, slowest=1.0, typical=1.0)
-    e = evidence(path(step("load-1", 4.0), wall=4.0), g, threads=2, efficiency=0.55)
+    e = evidence(path(step("load-1", 4.0), wall=8.0, tail=4.0), g, threads=2, efficiency=0.55)
     first = d.diagnose(e)[0]
     assert (first.id, first.subject) == ("recomputation", "load-1")
-    # four reruns of 1 s on two threads: 2 s of the 4 s wall
+    # four reruns of 1 s extended the group's step: 4 s of the 8 s wall
     assert first.share == pytest.approx(0.5)
     assert dict(first.evidence)["recomputed_runs"] == 4
 

@@ -243,7 +243,7 @@ def test_erred_is_always_reported() -> None:
         group("boom-2", 1, 0.001, erred=1),
     )
     (finding,) = d.diagnose(e)
-    assert (finding.id, finding.severity, finding.subject) == ("erred", "warning", "boom-2")
+    assert (finding.id, finding.severity, finding.subject) == ("erred", "critical", "boom-2")
 
 
 def test_recomputation_counts_runs_past_tasks() -> None:

@@ -22,10 +22,20 @@ from dask.delayed import delayed
 from distributed import span
 
 from tests.servers.otlp_receiver import OtlpReceiver
-from tests.support.cluster import await_until, cluster_test, traced_cluster
-from tests.support.tasks import blob, fail, inc, spin, step, total_size
+from tests.support.cluster import (
+    await_until,
+    cluster_test,
+    traced_cluster,
+    traced_nanny_cluster,
+)
+from tests.support.tasks import blob, fail, heartbeat, inc, spin, step, total_size
 
 Found = list[tuple[str, str, str]]
+
+
+#: The root is exported a second after its last task, so that the worker metrics a
+#: forced heartbeat sends (``tests.support.tasks.heartbeat``) are in it.
+_LATE_METRICS = {"otel-spans.traces.linger": "1s"}
 
 
 def _config(receiver: OtlpReceiver, **more: Any) -> dict[str, Any]:
@@ -117,6 +127,7 @@ async def test_spilling(otlp_receiver: OtlpReceiver) -> None:
     them all (512 MiB each way, against a memory copy of compute per blob)."""
     config = _config(
         otlp_receiver,
+        **_LATE_METRICS,
         **{
             "distributed.worker.memory.target": 0.0005,
             "distributed.worker.memory.spill": False,
@@ -128,23 +139,24 @@ async def test_spilling(otlp_receiver: OtlpReceiver) -> None:
         with span("spilling") as root_id:
             blobs = [client.submit(blob, 64, i, key=("spill-blob", i)) for i in range(8)]
             assert await client.submit(total_size, *blobs, key="read-blobs") == 8 * 64 << 20
+            await client.run(heartbeat)  # the worker's metrics, before the export
         found, _ = await _findings(otlp_receiver, root_id)
     assert found[0][:3] == ("spilling", "critical", "spilling"), found
 
 
 @cluster_test(120)
 async def test_gil_contention(otlp_receiver: OtlpReceiver) -> None:
-    """Eight tasks of 0.25 s of pure-Python CPU on one worker with four threads: the
-    GIL lets one run at a time, so each thread is off the CPU ~3/4 of its time while
-    the four together use about one core (the rule asks 1/4 of one)."""
-    async with traced_cluster(_config(otlp_receiver), n_workers=1, nthreads=4) as (
-        client,
-        _,
-        _,
-    ):
+    """Eight tasks of 0.25 s of pure-Python CPU on one worker process with four
+    threads: the GIL lets one run at a time, so each thread is off the CPU ~3/4 of its
+    time while the four together use about one core (the rule asks 1/4 of one). The
+    worker has a process of its own, so that the scheduler's loop does not compete for
+    that GIL (it would wait too, and its waits are queueing)."""
+    config = _config(otlp_receiver, **_LATE_METRICS)
+    async with traced_nanny_cluster(config, n_workers=1, nthreads=4) as (client, _):
         with span("pure-python") as root_id:
             work = [delayed(spin)(0.25, dask_key_name=("spin-py", i)) for i in range(8)]
             await client.gather(client.compute(work))
+            await client.run(heartbeat)  # the worker's metrics, before the export
         found, _ = await _findings(otlp_receiver, root_id)
     assert found[0][:3] == ("gil-contention", "critical", "pure-python"), found
 
@@ -212,7 +224,9 @@ async def test_recomputation(otlp_receiver: OtlpReceiver) -> None:
     async with traced_cluster(_config(otlp_receiver)) as (client, _, workers):
         victim = workers[0]
         with span("fragile") as root_id:
-            held = client.submit(step, 1.5, key=("held-part", 0), workers=[victim.address])
+            held = client.submit(
+                step, 1.5, key=("held-part", 0), workers=[victim.address], allow_other_workers=True
+            )
             await held
             await victim.close()  # its result is lost: the scheduler recomputes it
             assert await client.submit(step, 0.01, held, key="after-held") == 0.01

@@ -24,7 +24,7 @@ from otel_spans.analysis.diagnosis import diagnose
 from otel_spans.analysis.efficiency import busy_seconds, parallel_efficiency
 from otel_spans.analysis.evidence import Evidence, GroupEvidence
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
-from otel_spans.names import clean
+from otel_spans.names import LABEL_LENGTH, clean
 from otel_spans.records import AttrValue, Finding, LogEntry, SpanEventRecord, WorkflowAnalysis, ns
 from otel_spans.scheduler.task_groups import Tally
 
@@ -252,7 +252,7 @@ def diagnosis_log(
         time_ns=time_ns,
         severity_number=level.number,
         severity_text=level.text,
-        body=f"workflow {name!r} diagnosis: {said}",
+        body=f"workflow {clean(name, LABEL_LENGTH)!r} diagnosis: {said}",
         attributes=(
             (semconv.DASK_SPAN_NAME, name),
             (semconv.DIAGNOSIS_FINDINGS, tuple(f.id for f in findings)),

@@ -275,3 +275,29 @@ def test_shares_never_add_up_past_the_wall() -> None:
     assert sum(f.share for f in findings) <= 1.0 + 1e-9
     ranks = [(d._SEVERITY_RANK[f.severity], -f.share) for f in findings]
     assert ranks == sorted(ranks)
+
+
+def test_scheduler_events_and_log_carry_the_findings() -> None:
+    from otel_spans.scheduler.root_analysis import diagnosis_events, diagnosis_log
+
+    e = evidence(
+        path(step("a-1", 1.0), wall=1.0),
+        group("a-1", 2, 2.0, slowest=1.0),
+        group("boom-2", 1, 0.001, erred=1),
+    )
+    findings = d.diagnose(e)
+    (event,) = diagnosis_events(findings, 7)
+    attrs = dict(event.attributes)
+    assert (event.name, event.time_ns) == ("dask.diagnosis.finding", 7)
+    assert attrs["dask.diagnosis.finding.id"] == "erred"
+    assert attrs["dask.diagnosis.finding.subject"] == "boom-2"
+    assert attrs["dask.diagnosis.evidence.erred_tasks"] == 1
+    log = diagnosis_log(findings, "wf", 1, 2, 7)
+    assert (log.event_name, log.severity_text) == ("dask.diagnosis", "WARN")
+    assert dict(log.attributes)["dask.diagnosis.findings"] == ("erred",)
+    assert "erred (critical" in str(log.body)
+    clean_log = diagnosis_log((), "wf", 1, 2, 7)
+    assert (clean_log.severity_text, clean_log.body) == (
+        "INFO",
+        "workflow 'wf' diagnosis: no finding",
+    )

@@ -124,18 +124,17 @@ def tiny_tasks(evidence: Evidence, ledger: Ledger) -> Draft | None:
         return None
     worst = max(tiny, key=lambda g: (g.tasks, g.name))
     # The measured scheduler cost is a floor: on a loaded machine each task costs more,
-    # on the scheduler and on the worker (deserialising, executor hand-off). Where the
-    # path runs through a tiny group, all its time but its compute spread over the
-    # threads is that per-task overhead.
+    # on the scheduler and on the worker (deserialising, executor hand-off). Where a
+    # group-level path runs through a tiny group, all of its step but its compute
+    # spread over the threads is that per-task overhead. (A task-level path's waits
+    # are not: they hold the start-up and any queueing as well.)
     names = {g.name: g for g in tiny}
     threads = max(evidence.peak_threads, 1)
     overhead = 0.0
-    for s in evidence.path.steps:
+    for s in evidence.path.steps if evidence.path_of_groups else ():
         group = names.get(s.task.group)
         if group is not None:
-            overhead += max(s.wait_s - s.client_s, 0.0)
-            if evidence.path_of_groups:
-                overhead += max(s.compute_s - group.compute_s / threads, 0.0)
+            overhead += max(s.compute_s - group.compute_s / threads, 0.0)
     return Draft(
         "tiny-tasks",
         worst.name,

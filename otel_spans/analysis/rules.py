@@ -87,28 +87,32 @@ def recomputation(evidence: Evidence, ledger: Ledger) -> Draft | None:
 
 def straggler(evidence: Evidence, ledger: Ledger) -> Draft | None:
     on_path = _on_path(evidence)
-    best: tuple[float, GroupEvidence] | None = None
+    # On a task-level path the slow task itself must be on it, not only its group.
+    keys = None if evidence.path_of_groups else set(evidence.path.keys)
+    best: tuple[float, GroupEvidence, float, float] | None = None
     for g in evidence.groups:
-        if g.name not in on_path or g.slowest_s is None or not g.typical_s:
+        slowest, typical = g.slowest_s, g.typical_s
+        if g.name not in on_path or slowest is None or not typical:
             continue
-        if g.tasks < STRAGGLER_MIN_TASKS or g.slowest_s <= STRAGGLER_FACTOR * g.typical_s:
+        if g.tasks < STRAGGLER_MIN_TASKS or slowest <= STRAGGLER_FACTOR * typical:
             continue
-        excess = g.slowest_s - g.typical_s
+        if keys is not None and g.slowest_key not in keys:
+            continue
+        excess = slowest - typical
         if best is None or excess > best[0]:
-            best = (excess, g)
+            best = (excess, g, slowest, typical)
     if best is None:
         return None
-    excess, g = best
-    assert g.slowest_s is not None and g.typical_s
+    excess, g, slowest, typical = best
     return Draft(
         "straggler",
         g.name,
         GROUP,
         (
             ("task", g.slowest_key or ""),
-            ("task_s", round(g.slowest_s, 6)),
-            ("typical_s", round(g.typical_s, 6)),
-            ("ratio", round(g.slowest_s / g.typical_s, 2)),
+            ("task_s", round(slowest, 6)),
+            ("typical_s", round(typical, 6)),
+            ("ratio", round(slowest / typical, 2)),
             ("group_tasks", g.tasks),
         ),
         ledger.claim(excess, "work"),

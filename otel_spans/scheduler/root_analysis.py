@@ -15,6 +15,7 @@ group.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,8 @@ from otel_spans.scheduler.task_groups import Tally
 if TYPE_CHECKING:
     from distributed.scheduler import TaskGroup
     from distributed.spans import Span
+
+logger = logging.getLogger("otel_spans")
 
 #: How many bottleneck prefixes and thread-count changes a root span carries at most.
 MAX_BOTTLENECKS = 5
@@ -136,9 +139,18 @@ def analyse_root(
         bottleneck_shares=tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
         if sequential
         else None,
-        findings=diagnose(evidence),
+        findings=_diagnosed(evidence),
         worker_threads=worker_threads,
     )
+
+
+def _diagnosed(evidence: Evidence) -> tuple[Finding, ...]:
+    """The findings; none, logged, should a rule fail: the root is exported anyway."""
+    try:
+        return diagnose(evidence)
+    except Exception:
+        logger.warning("otel-spans: the diagnosis of %r failed", evidence.name, exc_info=True)
+        return ()
 
 
 def root_evidence(

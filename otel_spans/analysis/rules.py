@@ -24,6 +24,10 @@ SCHEDULER_TASK_S = 1 / 600
 #: A task computing for less than this is tiny: the scheduler spends 0.36-0.94 ms of
 #: CPU on each task, so below 1 ms it costs more than it does.
 TINY_TASK_S = 0.001
+#: ... in groups of at least this many tasks: fewer cost the scheduler under 0.17 s
+#: together, and a workflow that short is bound by its fixed costs (submitting the
+#: graph, the first round trip), not by a cost per task.
+TINY_MIN_TASKS = 100
 #: A task slower than this multiple of its group's typical task is a straggler (the
 #: report's straggler factor), in groups of at least this many tasks.
 STRAGGLER_FACTOR = 3.0
@@ -122,7 +126,11 @@ def straggler(evidence: Evidence, ledger: Ledger) -> Draft | None:
 
 
 def tiny_tasks(evidence: Evidence, ledger: Ledger) -> Draft | None:
-    tiny = [g for g in evidence.groups if g.tasks and g.compute_s and g.mean_s < TINY_TASK_S]
+    tiny = [
+        g
+        for g in evidence.groups
+        if g.tasks >= TINY_MIN_TASKS and g.compute_s and g.mean_s < TINY_TASK_S
+    ]
     count = sum(g.tasks for g in tiny)
     if not count:
         return None

@@ -130,6 +130,14 @@ def test_tiny_tasks_below_the_scheduler_cost(mean_ms: float, fires: bool) -> Non
         assert findings[0].share == pytest.approx(5 / 6, abs=1e-3)
 
 
+@pytest.mark.parametrize(("tasks", "fires"), [(100, True), (99, False)])
+def test_tiny_tasks_needs_a_hundred_tasks(tasks: int, fires: bool) -> None:
+    """A group's step of 1 s for a few µs of compute: overhead, if the tasks are many."""
+    g = group("inc-1", tasks, tasks * 1e-5, slowest=1e-4)
+    e = evidence(path(step("inc-1", 1.0), wall=1.0), g, efficiency=0.3)
+    assert ("tiny-tasks" in ids(e)) is fires
+
+
 def test_spilling_share_is_the_disk_fraction_of_work() -> None:
     acts = {"thread-cpu": 6.0, "disk-write": 3.0, "disk-read": 1.0, IDLE_ACTIVITY: 0.0}
     spans = {"wf": {"thread-cpu": 1.0}, "wf/spill": {"disk-write": 3.0, "disk-read": 1.0}}

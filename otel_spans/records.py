@@ -94,6 +94,30 @@ class LinkRecord:
     remote: bool = False
 
 
+#: A value of a finding's evidence.
+EvidenceValue = int | float | str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One reason a workflow took as long as it did (:mod:`otel_spans.analysis.diagnosis`
+    decides them; the root span, its events and a log record carry them)."""
+
+    #: Stable id (``straggler``, ``tiny-tasks`` ...): docs/telemetry.md lists them.
+    id: str
+    #: ``critical``, ``warning`` or ``info``.
+    severity: str
+    #: The task group, Dask span or workflow it is about (see :attr:`subject_kind`).
+    subject: str
+    subject_kind: str
+    #: The numbers behind it, by name, in a fixed order.
+    evidence: tuple[tuple[str, EvidenceValue], ...]
+    #: Of the wall time, what this finding explains; shares of one workflow add up to
+    #: at most 1.
+    share: float
+    advice: str
+
+
 @dataclass(frozen=True, slots=True)
 class WorkflowAnalysis:
     """Why a finished workflow took as long as it did, on its root span's export.
@@ -116,6 +140,10 @@ class WorkflowAnalysis:
     bottlenecks: tuple[str, ...]
     #: ``prefix=share`` of each bottleneck; None when nothing computed.
     bottleneck_shares: tuple[str, ...] | None
+    #: Why it was slow: ranked findings (docs/telemetry.md, Diagnosis).
+    findings: tuple[Finding, ...] = ()
+    #: Most threads of one worker when it finished; 0 when unknown.
+    worker_threads: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -394,3 +394,21 @@ DASK_WORKER_LOST_MEMORY_LIMIT: Final = "dask.worker.lost.memory_limit"
 DASK_TASK_DEPENDENCIES: Final = "dask.task.dependencies"
 #: Task span attribute: dependencies left out of ``dask.task.dependencies``.
 DASK_TASK_DEPENDENCIES_DROPPED: Final = "dask.task.dependencies_dropped"
+
+# -- diagnosis (root Dask spans of finished workflows; docs/telemetry.md, Diagnosis) -----
+#: Most threads of one worker when the workflow finished (the GIL rule reads it).
+WORKFLOW_WORKER_THREADS: Final = "dask.workflow.worker_threads"
+#: Root span attribute: the finding ids, most severe first.
+DIAGNOSIS_FINDINGS: Final = "dask.diagnosis.findings"
+#: One event per finding on the root span, with these attributes and the finding's
+#: numbers as ``dask.diagnosis.evidence.<name>``.
+EVENT_DIAGNOSIS_FINDING: Final = "dask.diagnosis.finding"
+DIAGNOSIS_FINDING_ID: Final = "dask.diagnosis.finding.id"
+DIAGNOSIS_FINDING_SEVERITY: Final = "dask.diagnosis.finding.severity"
+DIAGNOSIS_FINDING_SUBJECT: Final = "dask.diagnosis.finding.subject"
+DIAGNOSIS_FINDING_SUBJECT_KIND: Final = "dask.diagnosis.finding.subject_kind"
+DIAGNOSIS_FINDING_SHARE: Final = "dask.diagnosis.finding.share"
+DIAGNOSIS_FINDING_ADVICE: Final = "dask.diagnosis.finding.advice"
+DIAGNOSIS_EVIDENCE_PREFIX: Final = "dask.diagnosis.evidence."
+#: event_name of the one log record per finished workflow that states its diagnosis.
+LOG_DIAGNOSIS: Final = "dask.diagnosis"

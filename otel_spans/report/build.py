@@ -37,6 +37,9 @@ class BuiltWorkflow:
     #: What its spans and task groups held, spilled, paused and lost
     #: (``dask.span.memory.*``); None when the trace recorded no memory.
     memory: MemoryEvidence | None = None
+    #: The task runs the trace holds (every run at granularity "tasks", else the
+    #: sampled ones: each group's slowest among them), for the diagnosis.
+    task_runs: tuple[TaskRun, ...] = ()
 
 
 def _tags(span: LoadedSpan) -> tuple[str, ...]:
@@ -111,25 +114,22 @@ def build_workflows(
         complete = bool(its_tasks) and all(
             not g.attributes.get(semconv.DASK_TASK_GROUP_TASK_SPANS_DROPPED) for g in its_groups
         )
-        if complete:
-            runs = tuple(
-                _task_run(
-                    t,
-                    phases_of.get((t.trace_id, t.span_id), []),
-                    submitted.get((t.trace_id, t.parent_span_id)),
-                )
-                for t in its_tasks
+        task_runs = tuple(
+            _task_run(
+                t,
+                phases_of.get((t.trace_id, t.span_id), []),
+                submitted.get((t.trace_id, t.parent_span_id)),
             )
-        else:
-            runs = _group_runs(its_groups)
+            for t in its_tasks
+        )
+        runs = task_runs if complete else _group_runs(its_groups)
         workflow = Workflow(
             name=name,
             start_ns=start,
             end_ns=max(end, start),
             tasks=runs,
             threads=_threads(root, end),
-            activity_seconds=_run_seconds(members)
-            or dict((activity or {}).get(_tags(root)[0], {})),
+            activity_seconds=run_seconds(members) or dict((activity or {}).get(_tags(root)[0], {})),
             compute_seconds=_compute_seconds(root, members),
         )
         spans_times = tuple(
@@ -147,6 +147,7 @@ def build_workflows(
                 tuple(members),
                 tuple(its_groups),
                 evidence(members, its_groups),
+                task_runs,
             )
         )
     out.sort(key=lambda b: b.workflow.start_ns)
@@ -188,7 +189,7 @@ def _task_states(root: LoadedSpan, members: Iterable[LoadedSpan]) -> dict[str, i
 _IDLE_PART = "idle_or_other_spans"
 
 
-def _run_seconds(members: Iterable[LoadedSpan]) -> dict[str, float]:
+def run_seconds(members: Iterable[LoadedSpan]) -> dict[str, float]:
     """A workflow's worker time by activity: its Dask spans' per-run attributes summed
     (every export of every span of this run, and no other run of the same name, which
     the metrics files, summed by root name, would mix in)."""

@@ -22,6 +22,7 @@ from otel_spans.report import (
     compare_html,
     compare_json,
     compare_text,
+    diagnose,
     history_cli,
     html,
     lookup,
@@ -86,7 +87,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--workflow", help="with --compare or --history: the root span name to compare"
     )
     rep.add_argument(
-        "--json", help="with --compare or --history: also write the verdicts as JSON here"
+        "--json",
+        help="also write JSON here: each workflow's diagnosis (with --compare or --history:"
+        " the verdicts)",
     )
     rep.add_argument(
         "--fail-if-slower",
@@ -128,6 +131,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         key=args.key,
         group=args.group,
         each_run=args.each_run,
+        json_out=Path(args.json) if args.json else None,
     )
 
 
@@ -171,10 +175,13 @@ def report(
     key: str | None = None,
     group: str | None = None,
     each_run: bool = False,
+    json_out: Path | None = None,
 ) -> int:
     """Analyse every workflow of the latest run at or below ``path`` (of each run,
-    with ``each_run``), or look up one task ``key`` or ``group`` in it; returns the
+    with ``each_run``), or look up one task ``key`` or ``group`` in it, writing each
+    workflow's diagnosis to ``json_out`` as JSON when given; returns the
     process exit code."""
+    documents: list[dict[str, object]] = []
     try:
         sources = trace_sources(path)
         runs = find_runs(path) if len(sources) > 1 or each_run else []
@@ -189,7 +196,10 @@ def report(
         return 1
     if len(sources) == 1 and not each_run:
         # One directory (or file): read once, in full; it may still hold several runs.
-        return _report_source(sources[0], None, path, out_dir, stdout, stderr, key, group, set())
+        code = _report_source(
+            sources[0], None, path, out_dir, stdout, stderr, key, group, set(), documents
+        )
+        return _write_json(json_out, documents, code)
     if not runs:
         print(f"otel-spans report: no Dask spans in or below {path}", file=stderr)
         return 1
@@ -205,9 +215,25 @@ def report(
         code = max(
             code,
             _report_source(
-                run.source, run.trace_ids, run.source, out_dir, stdout, stderr, key, group, used
+                run.source,
+                run.trace_ids,
+                run.source,
+                out_dir,
+                stdout,
+                stderr,
+                key,
+                group,
+                used,
+                documents,
             ),
         )
+    return _write_json(json_out, documents, code)
+
+
+def _write_json(json_out: Path | None, documents: list[dict[str, object]], code: int) -> int:
+    """The diagnoses of the workflows reported, as one JSON document, when asked."""
+    if json_out is not None and code == 0:
+        json_out.write_text(json.dumps({"workflows": documents}, indent=2), encoding="utf-8")
     return code
 
 
@@ -221,6 +247,7 @@ def _report_source(
     key: str | None,
     group: str | None,
     used: set[str],
+    documents: list[dict[str, object]],
 ) -> int:
     """The report of one source's runs: of those whose traces are ``traces``, or when
     None, of its latest run (saying so when it holds several)."""
@@ -264,8 +291,17 @@ def _report_source(
     target.mkdir(parents=True, exist_ok=True)
     for built in workflows:
         analysis = analyse(built.workflow)
+        findings = diagnose.findings(built, analysis)
+        documents.append(
+            {
+                "name": built.workflow.name,
+                "trace_id": built.trace_id,
+                "wall_s": built.workflow.wall_ns / 1e9,
+                "diagnosis": diagnose.as_json(findings),
+            }
+        )
         hot = profiles.get(built.trace_id, [])
-        _print(summary.render(built, analysis, hot), stdout)
+        _print(summary.render(built, analysis, hot, findings), stdout)
         slug = _slug(built.workflow.name)
         if slug in used:
             slug = f"{slug}-{built.trace_id[:8]}"
@@ -281,6 +317,7 @@ def _report_source(
             granularity=built.granularity,
             profiles=hot,
             memory_evidence=built.memory,
+            findings=findings,
         )
         html_file.write_text(page, encoding="utf-8")
         memory_json = memory.as_json(built.memory)

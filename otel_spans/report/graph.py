@@ -17,6 +17,7 @@ from itertools import pairwise
 
 from otel_spans.analysis.model import TaskRun
 from otel_spans.analysis.workflow import Analysis
+from otel_spans.report.markup import anchor as anchor_id
 from otel_spans.report.markup import escape
 
 #: Layout grid (SVG user units).
@@ -141,7 +142,8 @@ def section(tasks: Iterable[TaskRun], analysis: Analysis) -> str:
         if node.erred:
             title += ", erred"
         boxes.append(
-            f'<g class="{" ".join(classes)}"><title>{escape(title)}</title>'
+            f'<g id="{anchor_id("node", node.name)}" class="{" ".join(classes)}">'
+            f"<title>{escape(title)}</title>"
             f'<rect x="{x}" y="{y:.0f}" width="{_NODE_W}" height="{_NODE_H}" rx="4"'
             f' fill="{_fill(node.compute_ns / most)}"/>'
             f'<text x="{x + 6}" y="{y + 15:.0f}">{escape(label)}</text></g>'

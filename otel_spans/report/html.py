@@ -21,9 +21,11 @@ from importlib import resources
 
 from otel_spans.analysis.model import SpanTimes, Workflow
 from otel_spans.analysis.workflow import Analysis
+from otel_spans.records import Finding
 from otel_spans.report import flame, graph, memory, waterfall
 from otel_spans.report.load import LoadedProfile
 from otel_spans.report.markup import (
+    anchor,
     bar,
     colour,
     escape,
@@ -50,6 +52,7 @@ def render(
     granularity: str = "tasks",
     profiles: Sequence[LoadedProfile] = (),
     memory_evidence: memory.MemoryEvidence | None = None,
+    findings: Sequence[Finding] = (),
 ) -> str:
     """The report page for ``workflow`` and ``analyse(workflow)``.
 
@@ -72,11 +75,15 @@ def render(
         The workflow's ``dask.profile`` records (``otel-spans.profile``): flame graphs.
     memory_evidence
         What its spans and groups held, spilled, paused and lost: the memory section.
+    findings
+        The workflow's diagnosis (:func:`otel_spans.report.diagnose.findings`), each
+        linked to its group's or span's row in the timeline and node in the graph.
     """
     spans = list(spans)
     scale = Scale.of(workflow, spans)
     parts = [
         _header(workflow, analysis),
+        _diagnosis(findings),
         waterfall.section(workflow, analysis, spans, scale, max_groups, max_spans),
         _critical_path(analysis, scale, max_path_rows, granularity),
         graph.section(workflow.tasks, analysis),
@@ -115,6 +122,38 @@ def _header(workflow: Workflow, analysis: Analysis) -> str:
     return (
         f'<header><h1 id="title">{escape(workflow.name)}</h1>'
         f'<p class="sub">otel-spans workflow report</p><div class="cards">{items}</div></header>'
+    )
+
+
+def _diagnosis(findings: Sequence[Finding]) -> str:
+    if not findings:
+        return (
+            '<section id="diagnosis"><h2>Diagnosis</h2><p>Nothing found: no rule explains'
+            " 5 % or more of the wall time.</p></section>"
+        )
+    items = []
+    for f in findings:
+        if f.subject_kind == "group":
+            where = (
+                f'<a href="#{anchor("group", f.subject)}">timeline</a> · '
+                f'<a href="#{anchor("node", f.subject)}">graph</a>'
+            )
+        elif f.subject_kind == "span":
+            where = f'<a href="#{anchor("span", f.subject)}">timeline</a>'
+        else:
+            where = '<a href="#waterfall">timeline</a>'
+        numbers = ", ".join(f"{escape(k)} = {escape(str(v))}" for k, v in f.evidence)
+        items.append(
+            f'<li class="finding {escape(f.severity)}"><b>{escape(f.id)}</b>'
+            f' <span class="severity">{escape(f.severity)}</span>'
+            f" {percent(f.share)} of the wall time, {escape(f.subject_kind)}"
+            f" <code>{escape(short(f.subject, 80))}</code> ({where})"
+            f'<div class="note">{numbers}</div><div>{escape(f.advice)}</div></li>'
+        )
+    return (
+        '<section id="diagnosis"><h2>Diagnosis</h2>'
+        '<p class="note">Why it took this long, most severe first; shares of the wall time'
+        f" are never counted twice.</p><ol>{''.join(items)}</ol></section>"
     )
 
 

@@ -16,6 +16,7 @@ from otel_spans.markup import printable as printable
 
 __all__ = [
     "Cell",
+    "anchor",
     "bar",
     "colour",
     "escape",
@@ -26,6 +27,12 @@ __all__ = [
     "short",
     "table",
 ]
+
+
+def anchor(kind: str, name: str) -> str:
+    """An element id for the row or node of ``name`` (user text: hashed, never put in
+    the id itself), the same in every section, so that a finding can link to it."""
+    return f"{kind}-{zlib.crc32(name.encode('utf-8', 'surrogatepass')):08x}"
 
 
 def short(value: str, limit: int) -> str:

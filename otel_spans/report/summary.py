@@ -5,15 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from otel_spans.analysis.workflow import Analysis
-from otel_spans.report import flame, memory
+from otel_spans.records import Finding
+from otel_spans.report import diagnose, flame, memory
 from otel_spans.report.build import BuiltWorkflow
 from otel_spans.report.load import LoadedProfile
 
 _TOP = 5
 
 
-def render(built: BuiltWorkflow, analysis: Analysis, profiles: Sequence[LoadedProfile] = ()) -> str:
-    """Timeline of the Dask spans, critical path, bottlenecks and efficiency."""
+def render(
+    built: BuiltWorkflow,
+    analysis: Analysis,
+    profiles: Sequence[LoadedProfile] = (),
+    findings: Sequence[Finding] | None = None,
+) -> str:
+    """The diagnosis (``findings``: computed here when None), then the timeline of the
+    Dask spans, critical path, bottlenecks and efficiency."""
     wf = built.workflow
     eff = analysis.efficiency
     path = analysis.critical_path
@@ -34,6 +41,9 @@ def render(built: BuiltWorkflow, analysis: Analysis, profiles: Sequence[LoadedPr
         )
     else:
         lines.append(f"  sequential {eff.sequential_s:.3f}s (thread counts unknown)")
+    lines.extend(
+        diagnose.summary_lines(diagnose.findings(built, analysis) if findings is None else findings)
+    )
     lines.append("  timeline:")
     origin = wf.start_ns
     for tags, start, end in built.spans[:50]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from otel_spans.analysis.model import SpanTimes, TaskRun, Workflow
 from otel_spans.analysis.workflow import Analysis
-from otel_spans.report.markup import colour, escape, seconds, short
+from otel_spans.report.markup import anchor, colour, escape, seconds, short
 
 #: Page width and its label column (SVG user units), shared by the report's charts.
 WIDTH = 1100
@@ -177,6 +177,9 @@ class _Rows:
         self.shapes: list[str] = []
         #: The row each drawn group is on, for the critical path's marks.
         self.group_rows: dict[str, int] = {}
+        #: Dask spans whose first row carries their anchor (a span exported twice has
+        #: two rows, one id).
+        self.anchored: set[str] = set()
 
     def label(self, row: int, depth: int, text: str, note: str, cls: str) -> None:
         # ~7 px a character: leave the right-aligned note ~110 px of the label column.
@@ -189,17 +192,23 @@ class _Rows:
 
     def span(self, row: int, depth: int, name: tuple[str, ...], start: int, end: int) -> None:
         self.label(row, depth, name[-1] if name else "(unnamed span)", "", "span")
+        joined = "/".join(name)
+        ident = ""
+        if joined not in self.anchored:
+            self.anchored.add(joined)
+            ident = f' id="{anchor("span", joined)}"'
         x0, x1 = self.scale.x(start), self.scale.x(end)
         tip = (
             f"{escape(' / '.join(name))}: {seconds((end - start) / 1e9)},"
             f" {self.scale.offset(start)}"
         )
         self.shapes.append(
-            f'<rect class="span d{min(depth, 4)}" x="{x0:.1f}" y="{_y(row) + 3}"'
+            f'<rect{ident} class="span d{min(depth, 4)}" x="{x0:.1f}" y="{_y(row) + 3}"'
             f' width="{max(x1 - x0, 1):.1f}" height="{_ROW_H - 6}"><title>{tip}</title></rect>'
         )
 
     def group(self, row: int, depth: int, group: _GroupRow) -> None:
+        ident = "" if group.name in self.group_rows else f' id="{anchor("group", group.name)}"'
         self.group_rows[group.name] = row
         plural = "" if group.tasks == 1 else "s"
         note = f"{group.tasks:,} task{plural} · {seconds(group.compute_ns / 1e9)}"
@@ -213,7 +222,8 @@ class _Rows:
         )
         fill = colour(group.prefix)
         self.shapes.append(
-            f'<rect class="extent" x="{x0:.1f}" y="{_y(row) + 4}" width="{max(x1 - x0, 1):.1f}"'
+            f'<rect{ident} class="extent" x="{x0:.1f}" y="{_y(row) + 4}"'
+            f' width="{max(x1 - x0, 1):.1f}"'
             f' height="{_ROW_H - 8}" fill="{fill}"><title>{tip}</title></rect>'
         )
         if group.runs is not None:

@@ -15,19 +15,25 @@ group.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from otel_spans import semconv
-from otel_spans.analysis.critical_path import critical_path
+from otel_spans.analysis.critical_path import CriticalPath, critical_path
+from otel_spans.analysis.diagnosis import diagnose
 from otel_spans.analysis.efficiency import busy_seconds, parallel_efficiency
+from otel_spans.analysis.evidence import Evidence, GroupEvidence
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
-from otel_spans.names import clean
-from otel_spans.records import SpanEventRecord, WorkflowAnalysis, ns
+from otel_spans.names import LABEL_LENGTH, clean
+from otel_spans.records import AttrValue, Finding, LogEntry, SpanEventRecord, WorkflowAnalysis, ns
+from otel_spans.scheduler.task_groups import Tally
 
 if TYPE_CHECKING:
     from distributed.scheduler import TaskGroup
     from distributed.spans import Span
+
+logger = logging.getLogger("otel_spans")
 
 #: How many bottleneck prefixes a root span carries at most.
 MAX_BOTTLENECKS = 5
@@ -87,11 +93,17 @@ def analyse_root(
     metrics_busy: float,
     metrics_idle: float,
     submitted_at: Callable[[TaskGroup], float | None] = lambda tg: None,
+    tree_metrics: Mapping[Any, float] | None = None,
+    tally: Callable[[TaskGroup], Tally | None] = lambda tg: None,
+    worker_threads: int = 0,
 ) -> WorkflowAnalysis:
-    """Critical path, efficiency and bottlenecks of a finished root (``stop``,
-    ``intervals``: the root's own, read once; ``metrics_busy`` and ``metrics_idle``:
-    :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its tree, Dask's split of
-    the thread-seconds the cluster offered it).
+    """Critical path, efficiency, bottlenecks and diagnosis of a finished root
+    (``stop``, ``intervals``: the root's own, read once; ``metrics_busy`` and
+    ``metrics_idle``: :func:`~otel_spans.scheduler.snapshots.busy_and_idle` of its
+    tree, Dask's split of the thread-seconds the cluster offered it, and
+    ``tree_metrics`` that tree's ``cumulative_worker_metrics``; ``tally``: what ran of
+    each group, from :meth:`TaskGroups.tally`; ``worker_threads``: most threads of one
+    worker).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
     offered thread-seconds, busy never less than the tasks' compute time."""
@@ -103,20 +115,165 @@ def analyse_root(
             compute_by_prefix[prefix] = compute_by_prefix.get(prefix, 0.0) + compute
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
-    path = critical_path(group_workflow(root, stop, intervals, submitted_at))
+    workflow = group_workflow(root, stop, intervals, submitted_at)
+    path = critical_path(workflow)
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
+    efficiency = parallel_efficiency(
+        busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
+    )
+    evidence = root_evidence(
+        root,
+        workflow,
+        path,
+        tree_metrics or {},
+        tally,
+        efficiency=efficiency,
+        peak_threads=max((n for _, _, n in intervals), default=0),
+        worker_threads=worker_threads,
+    )
     return WorkflowAnalysis(
         sequential_time=sequential,
         critical_path_groups=tuple(step.task.key for step in path.steps),
         critical_path_length=path.length_s,
-        efficiency=parallel_efficiency(
-            busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
-        ),
+        efficiency=efficiency,
         speedup=sequential / wall if wall > 0 else None,
         bottlenecks=tuple(p for p, _ in ranked[:MAX_BOTTLENECKS]),
         bottleneck_shares=tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
         if sequential
         else None,
+        findings=_diagnosed(evidence),
+        worker_threads=worker_threads,
+    )
+
+
+def _diagnosed(evidence: Evidence) -> tuple[Finding, ...]:
+    """The findings; none, logged, should a rule fail: the root is exported anyway."""
+    try:
+        return diagnose(evidence)
+    except Exception:
+        logger.warning("otel-spans: the diagnosis of %r failed", evidence.name, exc_info=True)
+        return ()
+
+
+def root_evidence(
+    root: Span,
+    workflow: Workflow,
+    path: CriticalPath,
+    tree_metrics: Mapping[Any, float],
+    tally: Callable[[TaskGroup], Tally | None],
+    *,
+    efficiency: float | None,
+    peak_threads: int,
+    worker_threads: int,
+) -> Evidence:
+    """The diagnosis's evidence of a finished root: O(its groups + its sub-spans'
+    own metric keys), on the event loop with the rest of the root's analysis."""
+    groups = []
+    for tg in root.traverse_groups():
+        counts = tally(tg)
+        durations = {str(k): float(v) for k, v in tg.all_durations.items()}
+        runs = counts.runs if counts else 0
+        slowest = counts.slowest_s if counts and counts.slowest_s > 0 else None
+        typical = None
+        if slowest is not None and runs > 1:
+            typical = max(durations.get("compute", 0.0) - slowest, 0.0) / (runs - 1)
+        groups.append(
+            GroupEvidence(
+                name=clean(str(tg.name)),
+                prefix=clean(tg.prefix.name),
+                tasks=len(tg),
+                runs=runs,
+                erred=counts.erred if counts else int(tg.states.get("erred", 0)),
+                durations=durations,
+                start_ns=ns(tg.start),
+                end_ns=ns(max(tg.stop, tg.start)),
+                slowest_s=slowest,
+                slowest_key=counts.slowest_key if counts else None,
+                typical_s=typical,
+            )
+        )
+    spans = {}
+    for node in root.traverse_spans():
+        own = execute_seconds(node._cumulative_worker_metrics)
+        if own:
+            spans[clean("/".join(str(t) for t in node.name))] = own
+    return Evidence(
+        name=workflow.name,
+        wall_s=workflow.wall_ns / 1e9,
+        path=path,
+        groups=tuple(groups),
+        activities=execute_seconds(tree_metrics),
+        span_activities=spans,
+        efficiency=efficiency,
+        peak_threads=peak_threads,
+        worker_threads=worker_threads,
+        path_of_groups=True,
+    )
+
+
+_EXECUTE_SECONDS = ("execute", "seconds")
+
+
+def execute_seconds(metrics: Mapping[Any, float]) -> dict[str, float]:
+    """Seconds by activity of Dask's ``execute`` fine performance metrics."""
+    out: dict[str, float] = {}
+    for key, value in list(metrics.items()):
+        if isinstance(key, tuple) and len(key) == 4 and key[:1] + key[3:] == _EXECUTE_SECONDS:
+            activity = str(key[2])
+            out[activity] = out.get(activity, 0.0) + value
+    return out
+
+
+#: Longest advice or subject text on a finding's event and log record.
+_TEXT_LENGTH = 512
+
+
+def diagnosis_events(findings: tuple[Finding, ...], time_ns: int) -> tuple[SpanEventRecord, ...]:
+    """One event per finding, in rank order, at the root's end."""
+    events = []
+    for f in findings:
+        attributes: list[tuple[str, AttrValue]] = [
+            (semconv.DIAGNOSIS_FINDING_ID, f.id),
+            (semconv.DIAGNOSIS_FINDING_SEVERITY, f.severity),
+            (semconv.DIAGNOSIS_FINDING_SUBJECT, clean(f.subject, _TEXT_LENGTH)),
+            (semconv.DIAGNOSIS_FINDING_SUBJECT_KIND, f.subject_kind),
+            (semconv.DIAGNOSIS_FINDING_SHARE, f.share),
+            (semconv.DIAGNOSIS_FINDING_ADVICE, f.advice),
+        ]
+        for name, value in f.evidence:
+            if isinstance(value, str):
+                value = clean(value, _TEXT_LENGTH)
+            attributes.append((semconv.DIAGNOSIS_EVIDENCE_PREFIX + name, value))
+        events.append(SpanEventRecord(semconv.EVENT_DIAGNOSIS_FINDING, time_ns, tuple(attributes)))
+    return tuple(events)
+
+
+def diagnosis_log(
+    findings: tuple[Finding, ...], name: str, trace_id: int, span_id: int, time_ns: int
+) -> LogEntry:
+    """The one log record that states a finished workflow's diagnosis: WARN when a
+    finding is critical, else INFO."""
+    severe = any(f.severity == "critical" for f in findings)
+    level = semconv.SEVERITY_WARN if severe else semconv.SEVERITY_INFO
+    if findings:
+        said = "; ".join(
+            f"{f.id} ({f.severity}, {f.share:.0%} of wall) in {clean(f.subject, 120)!r}"
+            for f in findings
+        )
+    else:
+        said = "no finding"
+    return LogEntry(
+        time_ns=time_ns,
+        severity_number=level.number,
+        severity_text=level.text,
+        body=f"workflow {clean(name, LABEL_LENGTH)!r} diagnosis: {said}",
+        attributes=(
+            (semconv.DASK_SPAN_NAME, name),
+            (semconv.DIAGNOSIS_FINDINGS, tuple(f.id for f in findings)),
+        ),
+        event_name=semconv.LOG_DIAGNOSIS,
+        trace_id=trace_id,
+        span_id=span_id,
     )
 
 

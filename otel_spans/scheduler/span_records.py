@@ -30,8 +30,13 @@ from otel_spans.records import (
 )
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.callers import Caller
-from otel_spans.scheduler.root_analysis import analyse_root, nthreads_events
-from otel_spans.scheduler.task_groups import SpanIdentity
+from otel_spans.scheduler.root_analysis import (
+    analyse_root,
+    diagnosis_events,
+    diagnosis_log,
+    nthreads_events,
+)
+from otel_spans.scheduler.task_groups import SpanIdentity, Tally
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -44,6 +49,8 @@ FinishedOf = Callable[[str], Mapping[tuple[str, str], int] | None]
 #: A task group -> the first start and last stop of its finished runs as their task
 #: spans have them (on the workers' clocks); None when none finished.
 GroupBounds = Callable[["TaskGroup"], tuple[float, float] | None]
+#: A task group -> what ran of it (:meth:`TaskGroups.tally`); None when unknown.
+TallyOf = Callable[["TaskGroup"], Tally | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +105,7 @@ def span_record(
     full: bool,
     finished_of: FinishedOf,
     group_bounds: GroupBounds | None = None,
+    tally_of: TallyOf | None = None,
 ) -> SpanExport:
     """The record of one export of ``span``; O(task groups in its subtree).
 
@@ -152,7 +160,8 @@ def span_record(
     events_dropped = 0
     if snapshot.is_root and snapshot.done:
         intervals = span.nthreads_intervals
-        busy, idle = snapshots.busy_and_idle(span.cumulative_worker_metrics)
+        tree = span.cumulative_worker_metrics
+        busy, idle = snapshots.busy_and_idle(tree)
         analysis = analyse_root(
             span,
             stop=stop,
@@ -160,10 +169,14 @@ def span_record(
             metrics_busy=busy,
             metrics_idle=idle,
             submitted_at=lambda tg: snapshots.submitted_at(scheduler, tg),
+            tree_metrics=tree,
+            tally=tally_of or (lambda tg: None),
+            worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
         )
         if full:
             changes, events_dropped = nthreads_events(intervals)
             events += changes
+            events += diagnosis_events(analysis.findings, ns(max(stop, start)))
     totals: dict[str, float] = {}
     if full:
         totals = snapshots.run_totals(span._cumulative_worker_metrics, idle)
@@ -286,4 +299,16 @@ def started_log(root: Span, identity: SpanIdentity, url: str | None) -> LogEntry
         trace_id=identity.trace_id,
         span_id=identity.otel_span_id,
         sampled=identity.sampled,
+    )
+
+
+def diagnosis_log_of(record: SpanRecord) -> LogEntry:
+    """The log record of a finished root's diagnosis (its export carries the analysis)."""
+    assert record.analysis is not None
+    return diagnosis_log(
+        record.analysis.findings,
+        "/".join(record.tags),
+        record.trace_id,
+        record.span_id,
+        record.end_ns,
     )

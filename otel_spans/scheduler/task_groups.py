@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distributed.metrics import time
 
@@ -63,6 +63,18 @@ _MAX_LINKS = 128
 _MAX_RERUNS = 10_000
 
 
+class Tally(NamedTuple):
+    """What ran of one task group, for the diagnosis at its root's export."""
+
+    #: Runs that finished (in memory or erred); more than the group's tasks when some
+    #: ran again.
+    runs: int
+    erred: int
+    #: Compute seconds of its slowest successful run, and that run's key (cleaned).
+    slowest_s: float
+    slowest_key: str
+
+
 @dataclass(slots=True)
 class SpanIdentity:
     """Who a tracked Dask span is in OTel terms: what its task groups and runs need."""
@@ -100,6 +112,10 @@ class _Group:
     #: until a run is known).
     first: float = math.inf
     last: float = -math.inf
+    #: Compute seconds of the slowest successful run so far, and its Dask key (the
+    #: diagnosis's straggler evidence); one comparison per finished task.
+    slowest: float = 0.0
+    slowest_key: object = None
 
 
 def compute_seconds(startstops: Iterable[dict[str, Any]] | None) -> float:
@@ -189,6 +205,15 @@ class TaskGroups:
             state = self._groups[tg] = _Group(span, ids.task_group_span_id(span.uuid, tg.name, n))
         return state
 
+    def tally(self, tg: TaskGroup) -> Tally | None:
+        """What ran of ``tg``: (runs finished, erred, slowest compute seconds, its key
+        as text); None for a group no task of which finished here."""
+        state = self._groups.get(tg)
+        if state is None:
+            return None
+        key = clean(str(state.slowest_key), self.max_length) if state.slowest_key else ""
+        return Tally(state.memory + state.erred, state.erred, state.slowest, key)
+
     def keep_as_parent(self, key: Any) -> None:
         """The task ``key`` opened a Dask span that hangs under its span: keep that span."""
         self._parents[key] = None
@@ -243,6 +268,8 @@ class TaskGroups:
         group = self.group(tg, span)
         if finish == "memory":
             group.memory += 1
+            if duration > group.slowest:
+                group.slowest, group.slowest_key = duration, ts.key
         else:
             group.erred += 1
         worker = kwargs.get("worker")

@@ -401,6 +401,7 @@ class SpanTracker:
             full=signals.traces_enabled,
             finished_of=self._finished_of,
             group_bounds=self.task_groups.bounds if self.task_groups is not None else None,
+            tally_of=self.task_groups.tally if self.task_groups is not None else None,
         )
         track.run_exported.update(run_totals)
         track.memory.lost_events.clear()
@@ -422,6 +423,8 @@ class SpanTracker:
             signals.submit_sample(sample)
         if done and track.is_root:
             self.finished_roots.append(FinishedRoot.of(record, track.identity, sampled=sampled))
+            if record.analysis is not None:
+                signals.submit_log(span_records.diagnosis_log_of(record))
             if sampled and self.profiles is not None:
                 self.profiles.workflow_finished(
                     span, track.trace_id, record.span_id, record.start_ns / 1e9, record.end_ns / 1e9

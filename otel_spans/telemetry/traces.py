@@ -68,6 +68,9 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
         attrs[semconv.WORKFLOW_BOTTLENECKS] = analysis.bottlenecks
         if analysis.bottleneck_shares is not None:
             attrs[semconv.WORKFLOW_BOTTLENECK_SHARES] = analysis.bottleneck_shares
+        attrs[semconv.DIAGNOSIS_FINDINGS] = tuple(f.id for f in analysis.findings)
+        if analysis.worker_threads:
+            attrs[semconv.WORKFLOW_WORKER_THREADS] = analysis.worker_threads
     for key, value in record.workflow_attributes:
         attrs[key] = value
     if record.client_id is not None:

@@ -94,3 +94,29 @@ def hold_memory(nbytes: int, seconds: float) -> int:
     time.sleep(seconds)
     del block
     return nbytes
+
+
+def spin(cpu_seconds: float) -> float:
+    """Pure Python on the CPU for ``cpu_seconds`` of this thread's CPU time, holding
+    the GIL the whole time (threads of one worker running it wait for each other)."""
+    start = time.thread_time()
+    n = 0
+    while time.thread_time() - start < cpu_seconds:
+        n += 1
+    return cpu_seconds
+
+
+def blob(megabytes: int, seed: int) -> bytes:
+    """``megabytes`` of bytes no fast compressor shrinks (1 MiB of random bytes
+    repeated: further apart than lz4's window), made by copying, not by computing."""
+    import random
+
+    return random.Random(seed).randbytes(1 << 20) * megabytes
+
+
+def total_size(*blobs: bytes) -> int:
+    return sum(len(b) for b in blobs)
+
+
+def fail(x: int) -> int:
+    raise ValueError(f"record {x} is corrupt")

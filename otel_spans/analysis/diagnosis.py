@@ -1,0 +1,72 @@
+"""Why a workflow was slow: ranked findings from its :class:`~.evidence.Evidence`.
+
+The rules of :mod:`.rules` (one per finding id) claim the wall time through a
+:class:`~.ledger.Ledger`, in :data:`~.rules.RULES` order, so the shares of one
+workflow add up to at most 1; this module turns their drafts into findings: severity
+from the share, the report floor, the rank. The same code runs on the scheduler when a
+root is exported and in ``otel-spans report``; thresholds are documented in
+docs/telemetry.md (*Diagnosis*).
+"""
+
+from __future__ import annotations
+
+from otel_spans.analysis.evidence import Evidence
+from otel_spans.analysis.ledger import Ledger
+from otel_spans.analysis.rules import RULES
+from otel_spans.records import Finding
+
+#: Shares of wall time: a finding below ``REPORT_SHARE`` is not reported (erred and
+#: recomputed tasks always are); ``WARNING_SHARE`` and ``CRITICAL_SHARE`` set severity.
+REPORT_SHARE = 0.05
+WARNING_SHARE = 0.10
+CRITICAL_SHARE = 0.25
+
+CRITICAL, WARNING, INFO = "critical", "warning", "info"
+_SEVERITY_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
+
+
+#: Reported whatever their share: a failure or a lost result is news in itself; a
+#: task that erred (after any retries) left the workflow without its result.
+_ALWAYS = {"erred": CRITICAL, "recomputation": INFO}
+#: Waste of the cluster rather than a cause of slowness: at most a warning.
+_AT_MOST_WARNING = {"underutilised"}
+
+
+def severity(share: float) -> str:
+    if share >= CRITICAL_SHARE:
+        return CRITICAL
+    return WARNING if share >= WARNING_SHARE else INFO
+
+
+def diagnose(evidence: Evidence) -> tuple[Finding, ...]:
+    """The findings for ``evidence``, most severe first, then by share. O(groups +
+    spans + path steps)."""
+    ledger = Ledger(evidence)
+    wall = ledger.wall
+    findings = []
+    for rule in RULES:
+        draft = rule(evidence, ledger)
+        if draft is None:
+            continue
+        share = draft.seconds / wall if wall > 0 else 0.0
+        floor = _ALWAYS.get(draft.id)
+        if floor is None and share < REPORT_SHARE:
+            continue
+        level = severity(share)
+        if floor is not None and _SEVERITY_RANK[floor] < _SEVERITY_RANK[level]:
+            level = floor
+        if draft.id in _AT_MOST_WARNING and level == CRITICAL:
+            level = WARNING
+        findings.append(
+            Finding(
+                draft.id,
+                level,
+                draft.subject,
+                draft.subject_kind,
+                draft.evidence,
+                round(share, 4),
+                draft.advice,
+            )
+        )
+    findings.sort(key=lambda f: (_SEVERITY_RANK[f.severity], -f.share, f.id))
+    return tuple(findings)

@@ -1,0 +1,234 @@
+"""The planted-pathology suite: each workload is designed so that one pathology
+dominates its wall time, and the scheduler's diagnosis must rank that finding first,
+about the designed task group or span. A clean workload gets no critical finding.
+
+Every workload is small (seconds on two busy cores) and its pathology is planted with
+a margin over the rule's threshold that a loaded machine does not erase: a loaded
+machine makes tasks and scheduling slower, which every workload here tolerates because
+the planted time (a sleep, a CPU budget in thread time, a file written) dwarfs the rest
+or grows with it. What each plants and why is in its docstring.
+
+Not planted here (covered on designed evidence in ``tests/unit/test_diagnosis.py``):
+``memory-pressure`` (not a rule yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from dask.delayed import delayed
+from distributed import span
+
+from tests.servers.otlp_receiver import OtlpReceiver
+from tests.support.cluster import (
+    await_until,
+    cluster_test,
+    traced_cluster,
+    traced_nanny_cluster,
+)
+from tests.support.tasks import blob, fail, heartbeat, inc, spin, step, total_size
+
+Found = list[tuple[str, str, str]]
+
+
+#: The root is exported a second after its last task, so that the worker metrics a
+#: forced heartbeat sends (``tests.support.tasks.heartbeat``) are in it.
+_LATE_METRICS = {"otel-spans.traces.linger": "1s"}
+
+
+def _config(receiver: OtlpReceiver, **more: Any) -> dict[str, Any]:
+    return {"otel-spans.endpoint": receiver.grpc_endpoint, **more}
+
+
+async def _findings(receiver: OtlpReceiver, root_id: str) -> tuple[Found, Mapping[str, Any]]:
+    """(id, severity, subject) of each finding event of the root span, in rank order,
+    and the root's attributes; waits for the root's export."""
+    (root,) = await await_until(
+        lambda: [s for s in receiver.spans() if s.attributes.get("dask.span.id") == root_id],
+        30,
+        "the root span was not exported",
+    )
+    found = [
+        (
+            e.attributes["dask.diagnosis.finding.id"],
+            e.attributes["dask.diagnosis.finding.severity"],
+            e.attributes["dask.diagnosis.finding.subject"],
+        )
+        for e in root.events
+        if e.name == "dask.diagnosis.finding"
+    ]
+    assert [f[0] for f in found] == list(root.attributes["dask.diagnosis.findings"])
+    return found, root.attributes
+
+
+@cluster_test(90)
+async def test_clean_workflow_has_no_critical_finding(otlp_receiver: OtlpReceiver) -> None:
+    """Two 1.5 s sleeps on two single-thread workers: one wave, every thread busy,
+    nothing to move. Scheduling a handful of tasks costs milliseconds, far under a
+    quarter of 1.5 s even on a loaded machine."""
+    async with traced_cluster(_config(otlp_receiver)) as (client, _, _):
+        with span("clean") as root_id:
+            work = [delayed(step)(1.5, dask_key_name=("clean-work", i)) for i in range(2)]
+            assert await client.gather(client.compute(work)) == [1.5, 1.5]
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert not [f for f in found if f[1] == "critical"], found
+
+
+@cluster_test(90)
+async def test_straggler(otlp_receiver: OtlpReceiver) -> None:
+    """Nine 0.05 s tasks and one of 3 s in one group on two threads: the slow one
+    holds the workflow about 3 s past its group's typical task (ratio ~60, threshold 3)."""
+    async with traced_cluster(_config(otlp_receiver)) as (client, _, _):
+        with span("straggling") as root_id:
+            work = [
+                delayed(step)(3.0 if i == 7 else 0.05, dask_key_name=("load-part", i))
+                for i in range(10)
+            ]
+            await client.gather(client.compute(work))
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][:2] == ("straggler", "critical") and found[0][2] == "load-part", found
+
+
+@cluster_test(120)
+async def test_tiny_tasks(otlp_receiver: OtlpReceiver) -> None:
+    """2,000 ``inc`` tasks (microseconds each): the scheduler's ~1.7 ms per task
+    (3.3 s in all) is the wall time; a loaded machine slows the scheduler too."""
+    async with traced_cluster(_config(otlp_receiver)) as (client, _, _):
+        with span("tiny") as root_id:
+            futures = client.map(inc, range(2000))
+            await client.gather(futures)
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][:3] == ("tiny-tasks", "critical", "inc"), found
+
+
+@cluster_test(120)
+async def test_data_transfer(otlp_receiver: OtlpReceiver) -> None:
+    """Four 64 MiB blobs made on one worker (a memory copy each), then one task on the
+    other worker that needs them all: 256 MiB cross the wire before a task that sums
+    four lengths."""
+    async with traced_cluster(_config(otlp_receiver)) as (client, _, workers):
+        a, b = (w.address for w in workers)
+        with span("moving") as root_id:
+            blobs = [
+                client.submit(blob, 64, i, key=("make-blob", i), workers=[a]) for i in range(4)
+            ]
+            use = client.submit(total_size, *blobs, key="use-blobs", workers=[b])
+            assert await use == 4 * 64 << 20
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][0] == "data-transfer" and found[0][2] == "use-blobs", found
+
+
+@cluster_test(120)
+async def test_spilling(otlp_receiver: OtlpReceiver) -> None:
+    """One single-thread worker whose spill target is a few MiB: each of eight 64 MiB
+    blobs is written to disk as it is stored, and read back by the task that needs
+    them all (512 MiB each way, against a memory copy of compute per blob)."""
+    config = _config(
+        otlp_receiver,
+        **_LATE_METRICS,
+        **{
+            "distributed.worker.memory.target": 0.0005,
+            "distributed.worker.memory.spill": False,
+            "distributed.worker.memory.pause": False,
+            "distributed.worker.memory.terminate": False,
+        },
+    )
+    async with traced_cluster(config, n_workers=1) as (client, _, _):
+        with span("spilling") as root_id:
+            blobs = [client.submit(blob, 64, i, key=("spill-blob", i)) for i in range(8)]
+            assert await client.submit(total_size, *blobs, key="read-blobs") == 8 * 64 << 20
+            await client.run(heartbeat)  # the worker's metrics, before the export
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][:3] == ("spilling", "critical", "spilling"), found
+
+
+@cluster_test(120)
+async def test_gil_contention(otlp_receiver: OtlpReceiver) -> None:
+    """Eight tasks of 0.25 s of pure-Python CPU on one worker process with four
+    threads: the GIL lets one run at a time, so each thread is off the CPU ~3/4 of its
+    time while the four together use about one core (the rule asks 1/4 of one). The
+    worker has a process of its own, so that the scheduler's loop does not compete for
+    that GIL (it would wait too, and its waits are queueing)."""
+    config = _config(otlp_receiver, **_LATE_METRICS)
+    async with traced_nanny_cluster(config, n_workers=1, nthreads=4) as (client, _):
+        with span("pure-python") as root_id:
+            work = [delayed(spin)(0.25, dask_key_name=("spin-py", i)) for i in range(8)]
+            await client.gather(client.compute(work))
+            await client.run(heartbeat)  # the worker's metrics, before the export
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][:3] == ("gil-contention", "critical", "pure-python"), found
+
+
+@cluster_test(90)
+async def test_underutilised(otlp_receiver: OtlpReceiver) -> None:
+    """A chain of eight 0.25 s steps, each needing the one before, on four threads:
+    one thread works at a time (efficiency ~1/4, threshold 1/2)."""
+    async with traced_cluster(_config(otlp_receiver), nthreads=2) as (client, _, _):
+        with span("narrow") as root_id:
+            x = delayed(step)(0.25, dask_key_name="chain-0")
+            for i in range(1, 8):
+                x = delayed(step)(0.25, x, dask_key_name=f"chain-{i}")
+            assert await client.compute(x) == 0.25
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][:3] == ("underutilised", "warning", "narrow"), found
+
+
+@cluster_test(90)
+async def test_client_bound(otlp_receiver: OtlpReceiver) -> None:
+    """Two stages of two 0.2 s tasks, the client thinking 2 s between them (the
+    workflow kept open by a 4 s linger): the cluster waits for the client most of
+    the time."""
+    config = _config(otlp_receiver, **{"otel-spans.traces.linger": "4s"})
+    async with traced_cluster(config) as (client, _, _):
+        with span("chatty") as root_id:
+            first = [delayed(step)(0.2, dask_key_name=f"stage_a-{i}") for i in range(2)]
+            await client.gather(client.compute(first))
+            await asyncio.sleep(2.0)  # the client's own work between two stages
+            second = [delayed(step)(0.2, dask_key_name=f"stage_b-{i}") for i in range(2)]
+            await client.gather(client.compute(second))
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][:3] == ("client-bound", "critical", "stage_b"), found
+
+
+@cluster_test(90)
+async def test_queueing(otlp_receiver: OtlpReceiver) -> None:
+    """Twelve independent 0.15 s tasks on one thread: every task but the first waits
+    for the thread, which is never idle (efficiency ~1, threshold 0.6)."""
+    async with traced_cluster(_config(otlp_receiver), n_workers=1) as (client, _, _):
+        with span("crowded") as root_id:
+            work = [delayed(step)(0.15, dask_key_name=("queued-step", i)) for i in range(12)]
+            await client.gather(client.compute(work))
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][:3] == ("queueing", "critical", "crowded"), found
+
+
+@cluster_test(90)
+async def test_erred(otlp_receiver: OtlpReceiver) -> None:
+    """Three quick records, one of which raises: a failure is critical whatever time
+    it took."""
+    async with traced_cluster(_config(otlp_receiver)) as (client, _, _):
+        with span("failing") as root_id:
+            futures = client.map(fail, [3], key=["parse-3"])
+            futures += client.map(inc, [1, 2], key=["ok-1", "ok-2"])
+            await asyncio.wait([asyncio.ensure_future(f.exception()) for f in futures])  # type: ignore[arg-type]
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][:3] == ("erred", "critical", "parse"), found
+
+
+@cluster_test(120)
+async def test_recomputation(otlp_receiver: OtlpReceiver) -> None:
+    """A 1.5 s result held by one worker, which then leaves: it runs again on the
+    other worker before its consumer can start, doubling the workflow."""
+    async with traced_cluster(_config(otlp_receiver)) as (client, _, workers):
+        victim = workers[0]
+        with span("fragile") as root_id:
+            held = client.submit(
+                step, 1.5, key=("held-part", 0), workers=[victim.address], allow_other_workers=True
+            )
+            await held
+            await victim.close()  # its result is lost: the scheduler recomputes it
+            assert await client.submit(step, 0.01, held, key="after-held") == 0.01
+        found, _ = await _findings(otlp_receiver, root_id)
+    assert found[0][0] == "recomputation" and found[0][2] == "held-part", found

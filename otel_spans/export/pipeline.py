@@ -114,10 +114,14 @@ class ExportPipeline(Generic[R]):
         self._drop_warnings = Throttle(_WARN_EVERY)
         self._crash_log = Throttle(_WARN_EVERY)
         self._producers: list[ThreadProducer[R]] = []
+        #: Started by the first record: a pipeline that never gets one (a cluster
+        #: started and closed again, a signal unused) costs no thread.
         self._thread = threading.Thread(
             target=self._run, name=f"otel-spans-{signal}-exporter", daemon=True
         )
-        self._thread.start()
+        self._started = False
+        #: Orders the first records' producers; taken once per producer at most.
+        self._start_lock = threading.Lock()
 
     # -- event loop side: O(1), lock-free, never raises -----------------------------------
     def submit(self, record: R) -> bool:
@@ -129,9 +133,18 @@ class ExportPipeline(Generic[R]):
             self._warn_dropped()
             return False
         items.append(record)  # _append's body, inline: this is the event loop's hot path
+        if not self._started:
+            self._start()
         if len(items) >= self._batch_size and not self._wake.is_set():
             self._wake.set()
         return True
+
+    def _start(self) -> None:
+        """Start the exporter thread, once, whichever producer comes first."""
+        with self._start_lock:
+            if not self._started and not self._closing:
+                self._thread.start()
+                self._started = True
 
     def _full(self) -> bool:
         return self._closing or len(self._items) >= self._queue_size
@@ -139,6 +152,8 @@ class ExportPipeline(Generic[R]):
     def _append(self, record: R) -> None:
         items = self._items
         items.append(record)
+        if not self._started:
+            self._start()
         if len(items) >= self._batch_size and not self._wake.is_set():
             self._wake.set()
 
@@ -249,9 +264,12 @@ class ExportPipeline(Generic[R]):
     def close(self, timeout: float) -> PipelineStats:
         """Flush for at most ``timeout`` seconds, then give up; blocking, call off the loop."""
         deadline = time.monotonic() + timeout
-        self._closing = True
+        with self._start_lock:
+            self._closing = True
+            started = self._started
         self._wake.set()
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if started:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
             # A batch still being sent when the deadline passed is abandoned with the
             # thread (a daemon): count it as unsent now, so no record goes uncounted.
@@ -260,8 +278,15 @@ class ExportPipeline(Generic[R]):
             self._abandoned = True
             self._items.clear()
         # Abort retries still in flight; the exporter's own shutdown can block, so it
-        # gets the rest of the budget, never more.
-        call_with_deadline(self._stop, max(0.05, deadline - time.monotonic()))
+        # gets the rest of the budget, never more. Nothing was ever sent without the
+        # thread: then nothing is in flight, and no thread is needed to bound the stop.
+        if started:
+            call_with_deadline(self._stop, max(0.05, deadline - time.monotonic()))
+        else:
+            try:
+                self._stop()
+            except Exception:
+                logger.exception("otel-spans: stopping the %s exporter failed", self.signal)
         stats = self.stats()
         if stats.lost:
             logger.warning(

@@ -23,8 +23,12 @@ logger = logging.getLogger("otel_spans")
 
 R = TypeVar("R")
 
-#: How long the exporter thread waits for a batch to fill before sending what it has.
-_BATCH_WAIT = 0.2
+#: How long the exporter thread waits for a batch to fill before sending what it has:
+#: the OTel SDK's log processor's delay. A request has a fixed cost (a gRPC call is
+#: about a millisecond of CPU), which a service running one small workflow after
+#: another paid five times a second per signal with a shorter wait. close() and a
+#: full batch do not wait.
+_BATCH_WAIT = 1.0
 #: At most one "records dropped" warning per this many seconds.
 _WARN_EVERY = 30.0
 #: After the exporter thread's loop failed, it waits this long before it runs again, so

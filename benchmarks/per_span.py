@@ -27,10 +27,16 @@ the rounds:
   the event loop's per-span work (poll, metrics tick, update_graph, Dask events), and
   the exporter threads.
 
+``--callgrind`` counts instructions instead (``valgrind --tool=callgrind``, counting
+switched on for the window only): repeatable on a busy machine where CPU time is not,
+but 50× slower, so for a few dozen workflows; every thread counts, and the window ends
+once otel-spans exported everything.
+
 Usage::
 
     python -m benchmarks.per_span                    # 5 rounds of 400 workflows
     python -m benchmarks.per_span --rounds 3 --workflows 200
+    python -m benchmarks.per_span --callgrind --rounds 2 --workflows 30  # instructions
     python -m benchmarks.per_span --child default --workflows 50   # one process, JSON
 """
 
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -182,11 +189,15 @@ async def settled(scheduler: Any, timeout: float = 60) -> bool:
     return False
 
 
-async def run_child(variant: str, endpoint: str, workflows: int) -> dict[str, Any]:
+async def run_workflows(
+    config: dict[str, Any], workflows: int, settle: float = SETTLE, warmup: int = WARMUP
+) -> dict[str, Any]:
+    """``workflows`` workflows on a fresh in-process cluster under ``config``: wall, process
+    CPU over the workload plus ``settle`` s, and (with otel-spans) its own CPU by part."""
     import dask.config
     from distributed import Client, LocalCluster
 
-    with dask.config.set(variant_config(variant, endpoint)):
+    with dask.config.set(config):
         async with (
             LocalCluster(  # type: ignore[no-untyped-call]
                 n_workers=1,
@@ -197,20 +208,22 @@ async def run_child(variant: str, endpoint: str, workflows: int) -> dict[str, An
             ) as cluster,
             Client(cluster, asynchronous=True) as client,  # type: ignore[no-untyped-call]
         ):
-            for n in range(WARMUP):
+            for n in range(warmup):
                 await one_workflow(client, n)
             if not await settled(cluster.scheduler):
                 raise RuntimeError("otel-spans did not settle after the warm-up")
-            timer = instrument(cluster.scheduler)
+            timer = None if _UNDER_CALLGRIND else instrument(cluster.scheduler)
             export0 = exporter_threads_ns()
+            _callgrind("on")
             cpu0, wall0 = time.process_time_ns(), time.perf_counter()
             for n in range(workflows):
                 await one_workflow(client, n)
             wall = time.perf_counter() - wall0
             ok = await settled(cluster.scheduler)
-            await asyncio.sleep(max(0.0, wall0 + wall + SETTLE - time.perf_counter()))
+            await asyncio.sleep(max(0.0, wall0 + wall + settle - time.perf_counter()))
             cpu = (time.process_time_ns() - cpu0) / 1e9
-            out: dict[str, Any] = {"variant": variant, "wall": wall, "cpu": cpu, "settled": ok}
+            _callgrind("off")
+            out: dict[str, Any] = {"wall": wall, "cpu": cpu, "settled": ok}
             if timer is not None:
                 out["own"] = {
                     **timer.reading(),
@@ -219,6 +232,56 @@ async def run_child(variant: str, endpoint: str, workflows: int) -> dict[str, An
                 plugin = cluster.scheduler.plugins["otel-spans"]
                 out["stats"] = {k: plugin.stats()[k]["exported"] for k in ("traces", "logs")}
     return out
+
+
+#: Set in a child that runs under callgrind (``--callgrind``).
+_UNDER_CALLGRIND = os.environ.get("OTEL_SPANS_BENCH_CALLGRIND") == "1"
+
+
+def _callgrind(state: str) -> None:
+    """Switch callgrind's instruction counting for this process on or off."""
+    if _UNDER_CALLGRIND:
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
+
+
+async def run_child(variant: str, endpoint: str, workflows: int) -> dict[str, Any]:
+    # Under callgrind the window ends once everything is exported: a fixed wait would
+    # count the idle loop, whose instructions follow the (50× longer) wall time.
+    settle = 0.0 if _UNDER_CALLGRIND else SETTLE
+    result = await run_workflows(variant_config(variant, endpoint), workflows, settle)
+    return {"variant": variant, **result}
+
+
+def run_callgrind(variant: str, endpoint: str, workflows: int, out: str) -> int:
+    """Instructions (callgrind's ``Ir``) a child executes in its window, every thread."""
+    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+    command += [f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.per_span"]
+    command += ["--child", variant, "--endpoint", endpoint, "--workflows", str(workflows)]
+    env = {**os.environ, "OTEL_SPANS_BENCH_CALLGRIND": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    if done.returncode:
+        raise RuntimeError(f"{variant} under callgrind failed:\n{done.stderr[-3000:]}")
+    with open(out) as f:
+        for line in f:
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {out}")
+
+
+#: For the CI guard: spans exported at once, so that a short window holds them all.
+GUARD_CONFIG = {"otel-spans.traces.linger": "0s", "otel-spans.traces.poll-interval": "100ms"}
+
+
+async def measure_ratio(endpoint: str, workflows: int = 30) -> float:
+    """otel-spans' own CPU per workflow (event loop and exporter threads) over Dask's CPU
+    per workflow without it, both in this process: what the CI guard holds to its
+    committed baseline (a ratio holds on a busy machine where microseconds do not)."""
+    base = await run_workflows(variant_config("baseline", endpoint), workflows, 0.0, 5)
+    config = {**variant_config("default", endpoint), **GUARD_CONFIG}
+    otel = await run_workflows(config, workflows, 0.0, 5)
+    if not otel["settled"]:
+        raise RuntimeError("otel-spans did not export the workflows")
+    return float(sum(otel["own"].values()) / base["cpu"])
 
 
 def run_variant(variant: str, endpoint: str, workflows: int) -> dict[str, Any]:
@@ -274,12 +337,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=("baseline", "default"))
     parser.add_argument("--endpoint")
     parser.add_argument("--json", help="also write the raw results to this file")
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="count instructions under valgrind instead (slow: use --workflows 30)",
+    )
     args = parser.parse_args(argv)
     if args.child:
         endpoint = args.endpoint or "http://127.0.0.1:1"
         print(json.dumps(asyncio.run(run_child(args.child, endpoint, args.workflows))))
         return 0
     from benchmarks.overhead import blackhole_collector
+
+    if args.callgrind:
+        return callgrind_main(args.rounds, args.workflows)
 
     results: dict[str, list[dict[str, Any]]] = {"baseline": [], "default": []}
     with blackhole_collector() as endpoint:
@@ -292,6 +363,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"workflows": args.workflows, "results": results}, f, indent=1)
+    return 0
+
+
+def callgrind_main(rounds: int, workflows: int) -> int:
+    """Instructions per Dask span: repeatable where CPU time is not."""
+    import tempfile
+
+    from benchmarks.overhead import blackhole_collector
+
+    spans = workflows * SPANS_PER_WORKFLOW
+    counts: dict[str, list[int]] = {"baseline": [], "default": []}
+    with blackhole_collector() as endpoint, tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for variant in ("baseline", "default") if r % 2 == 0 else ("default", "baseline"):
+                out = os.path.join(tmp, f"{variant}-{r}.out")
+                counts[variant].append(run_callgrind(variant, endpoint, workflows, out))
+            print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+    added = [(o - b) / spans for o, b in zip(counts["default"], counts["baseline"], strict=True)]
+    base = [b / spans for b in counts["baseline"]]
+    print(f"{rounds} rounds of {workflows} workflows ({spans} Dask spans) under callgrind;")
+    print("instructions per Dask span, median [min–max]\n")
+    print("| figure | instructions per Dask span |\n|---|---|")
+    print(f"| baseline (no otel-spans) | {summarise(base)} |")
+    print(f"| added by otel-spans (default − baseline, same round) | {summarise(added)} |")
     return 0
 
 

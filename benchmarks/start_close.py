@@ -57,20 +57,34 @@ async def cycle() -> None:
         pass
 
 
-async def run_child(variant: str, endpoint: str, cycles: int) -> dict[str, Any]:
+async def cycles_cpu(config: dict[str, Any], cycles: int) -> tuple[float, float]:
+    """Median wall and process CPU seconds of a start+close cycle under ``config``."""
     import dask.config
 
     import otel_spans  # noqa: F401  (imports are paid once per process)
 
     wall, cpu = [], []
-    with dask.config.set(variant_config(variant, endpoint)):
+    with dask.config.set(config):
         for i in range(WARMUP + cycles):
             t0, c0 = time.perf_counter(), time.process_time()
             await cycle()
             if i >= WARMUP:
                 wall.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
-    return {"variant": variant, "wall": statistics.median(wall), "cpu": statistics.median(cpu)}
+    return statistics.median(wall), statistics.median(cpu)
+
+
+async def run_child(variant: str, endpoint: str, cycles: int) -> dict[str, Any]:
+    wall, cpu = await cycles_cpu(variant_config(variant, endpoint), cycles)
+    return {"variant": variant, "wall": wall, "cpu": cpu}
+
+
+async def measure_ratio(endpoint: str, cycles: int = 8) -> float:
+    """The CPU the preloads add to a start+close cycle over the cycle's CPU without them,
+    both in this process: what the CI guard holds to its committed baseline."""
+    _, base = await cycles_cpu(variant_config("baseline", endpoint), cycles)
+    _, with_preloads = await cycles_cpu(variant_config("preloads", endpoint), cycles)
+    return (with_preloads - base) / base
 
 
 def run_variant(variant: str, endpoint: str, cycles: int) -> dict[str, Any]:

@@ -28,9 +28,11 @@ the rounds:
   the exporter threads.
 
 ``--callgrind`` counts instructions instead (``valgrind --tool=callgrind``, counting
-switched on for the window only): repeatable on a busy machine where CPU time is not,
-but 50× slower, so for a few dozen workflows; every thread counts, and the window ends
-once otel-spans exported everything.
+switched on for the window only; every thread counts, and the window ends once
+otel-spans exported everything). Valgrind runs the workload about 50× slower, so
+whatever runs on a timer (Dask's and otel-spans' periodic callbacks, exporter waits)
+runs 50× more often per workflow: the counts do not keep native proportions and vary
+between rounds (docs/performance.md).
 
 Usage::
 

@@ -21,6 +21,8 @@ which imports nothing of Dask; they are re-exported here for the entry points.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -95,16 +97,37 @@ __all__ = [
 _DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "otel-spans.yaml"
 
 
-def load_defaults() -> dict[str, Any]:
-    """The defaults shipped in ``otel-spans.yaml`` (a fresh copy)."""
+@functools.cache
+def _parsed_defaults() -> dict[str, Any]:
+    """``otel-spans.yaml`` parsed once per process: PyYAML's pure-Python loader takes
+    milliseconds, and every cluster start reads the defaults several times."""
     with _DEFAULTS_FILE.open() as f:
         data: dict[str, Any] = yaml.safe_load(f)
     return data
 
 
+def load_defaults() -> dict[str, Any]:
+    """The defaults shipped in ``otel-spans.yaml`` (a fresh copy)."""
+    return copy.deepcopy(_parsed_defaults())
+
+
+#: The copy handed to dask.config, to recognise it among its defaults.
+_registered: list[dict[str, Any]] = []
+
+
 def register_defaults() -> None:
-    """Register the shipped defaults with dask.config without overriding user values."""
-    dask.config.update_defaults(load_defaults())
+    """Register the shipped defaults with dask.config without overriding user values.
+
+    Once per process (again if dask.config's defaults or config were reset): every
+    ``update_defaults`` call appends to ``dask.config.defaults`` and merges all of
+    them, so a preload calling it per cluster start would make each start dearer.
+    """
+    registered = _registered[0] if _registered else None
+    if NAMESPACE in dask.config.config and any(d is registered for d in dask.config.defaults):
+        return
+    defaults = load_defaults()
+    _registered[:] = [defaults]
+    dask.config.update_defaults(defaults)
 
 
 class Settings(_settings.Settings):

@@ -52,9 +52,10 @@ class GrpcSender(OtlpSender):
         self._metadata = tuple((k.lower(), v) for k, v in target.headers.items())
         self._compression = grpc.Compression.Gzip if target.compression else None
         self._lock = threading.Lock()
+        #: Opened by the first attempt: a channel costs milliseconds, and a cluster
+        #: started and closed without a record to send needs none.
         self._channel: grpc.Channel | None = None
         self._call: Any = None
-        self._connect()
 
     def _connect(self) -> None:
         import grpc
@@ -79,6 +80,12 @@ class GrpcSender(OtlpSender):
     def _attempt(self, body: bytes, timeout: float) -> Answer:
         import grpc
 
+        if self._call is None:
+            with self._lock:
+                if self._stopping.is_set():
+                    return REFUSED
+                if self._call is None:
+                    self._connect()
         try:
             response = self._call(body, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as error:

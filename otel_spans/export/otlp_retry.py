@@ -15,6 +15,7 @@ One attempt over the wire is each transport's own (:mod:`.grpc_sender`,
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import platform
@@ -52,6 +53,7 @@ Answer = Sent | float
 AT_ONCE = -1.0
 
 
+@functools.cache
 def user_agent() -> str:
     """What both transports send as their user agent: this package and its version,
     and the language with its version, as the OTLP exporter specification asks

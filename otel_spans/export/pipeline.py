@@ -24,8 +24,11 @@ logger = logging.getLogger("otel_spans")
 R = TypeVar("R")
 
 #: How long the exporter thread waits for a batch to fill before sending what it has
-#: (seconds; the worker spans' batch processor is given the same).
-BATCH_WAIT = 0.2
+#: (seconds; the worker spans' batch processor is given the same): the OTel SDK's log
+#: processor's delay. A request has a fixed cost (a gRPC call is about a millisecond of
+#: CPU), which a service running one small workflow after another paid five times a
+#: second per signal with a shorter wait. close() and a full batch do not wait.
+BATCH_WAIT = 1.0
 #: At most one "records dropped" warning per this many seconds.
 _WARN_EVERY = 30.0
 #: After the exporter thread's loop failed, it waits this long before it runs again, so
@@ -115,10 +118,14 @@ class ExportPipeline(Generic[R]):
         self._drop_warnings = Throttle(_WARN_EVERY)
         self._crash_log = Throttle(_WARN_EVERY)
         self._producers: list[ThreadProducer[R]] = []
+        #: Started by the first record: a pipeline that never gets one (a cluster
+        #: started and closed again, a signal unused) costs no thread.
         self._thread = threading.Thread(
             target=self._run, name=f"otel-spans-{signal}-exporter", daemon=True
         )
-        self._thread.start()
+        self._started = False
+        #: Orders the first records' producers; taken once per producer at most.
+        self._start_lock = threading.Lock()
 
     # -- event loop side: O(1), lock-free, never raises -----------------------------------
     def submit(self, record: R) -> bool:
@@ -130,9 +137,18 @@ class ExportPipeline(Generic[R]):
             self._warn_dropped()
             return False
         items.append(record)  # _append's body, inline: this is the event loop's hot path
+        if not self._started:
+            self._start()
         if len(items) >= self._batch_size and not self._wake.is_set():
             self._wake.set()
         return True
+
+    def _start(self) -> None:
+        """Start the exporter thread, once, whichever producer comes first."""
+        with self._start_lock:
+            if not self._started and not self._closing:
+                self._thread.start()
+                self._started = True
 
     def _full(self) -> bool:
         return self._closing or len(self._items) >= self._queue_size
@@ -140,6 +156,8 @@ class ExportPipeline(Generic[R]):
     def _append(self, record: R) -> None:
         items = self._items
         items.append(record)
+        if not self._started:
+            self._start()
         if len(items) >= self._batch_size and not self._wake.is_set():
             self._wake.set()
 
@@ -250,9 +268,12 @@ class ExportPipeline(Generic[R]):
     def close(self, timeout: float) -> PipelineStats:
         """Flush for at most ``timeout`` seconds, then give up; blocking, call off the loop."""
         deadline = time.monotonic() + timeout
-        self._closing = True
+        with self._start_lock:
+            self._closing = True
+            started = self._started
         self._wake.set()
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if started:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
             # A batch still being sent when the deadline passed is abandoned with the
             # thread (a daemon): count it as unsent now, so no record goes uncounted.
@@ -261,8 +282,15 @@ class ExportPipeline(Generic[R]):
             self._abandoned = True
             self._items.clear()
         # Abort retries still in flight; the exporter's own shutdown can block, so it
-        # gets the rest of the budget, never more.
-        call_with_deadline(self._stop, max(0.05, deadline - time.monotonic()))
+        # gets the rest of the budget, never more. Nothing was ever sent without the
+        # thread: then nothing is in flight, and no thread is needed to bound the stop.
+        if started:
+            call_with_deadline(self._stop, max(0.05, deadline - time.monotonic()))
+        else:
+            try:
+                self._stop()
+            except Exception:
+                logger.exception("otel-spans: stopping the %s exporter failed", self.signal)
         stats = self.stats()
         if stats.lost:
             logger.warning(

@@ -41,6 +41,7 @@ from otel_spans.export.console import (
 )
 from otel_spans.export.files import OtlpJsonMetricExporter, OtlpJsonSpanExporter, writer_for
 from otel_spans.export.http_session import http_session
+from otel_spans.export.otlp_retry import user_agent
 from otel_spans.export.tls import grpc_credentials
 from otel_spans.settings import ExportTarget, Temporality, bounded
 
@@ -101,6 +102,7 @@ def _only_our_headers(exporter: _E, target: ExportTarget) -> _E:
     client: Any = getattr(exporter, "_client", None)
     if isinstance(getattr(client, "_headers", None), dict):
         headers = {k.lower(): v for k, v in _OTLP_HTTP_HEADERS.items()}
+        headers["user-agent"] = user_agent()  # the same as our own senders'
         headers.update({k.lower(): v for k, v in target.headers.items()})
         client._headers = headers
     return exporter
@@ -118,6 +120,8 @@ def _otlp_options(target: ExportTarget) -> dict[str, Any]:
             "headers": _Metadata((k.lower(), v) for k, v in target.headers.items()),
             "timeout": bounded(target.timeout),
             "compression": grpc.Compression.Gzip if target.compression else None,
+            # the same user agent as our own senders' (the SDK's default otherwise)
+            "channel_options": (("grpc.primary_user_agent", user_agent()),),
         }
     from opentelemetry.exporter.otlp.proto.http import Compression
 

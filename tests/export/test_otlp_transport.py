@@ -193,3 +193,24 @@ def test_a_grpc_endpoint_without_a_scheme_is_sent_to(receiver: OtlpReceiver) -> 
     finally:
         sender.shutdown()
     assert [s.name for s in receiver.spans()] == ["scheme-less"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_sdk_exporters_send_our_user_agent(receiver: OtlpReceiver, protocol: str) -> None:
+    """Worker spans and metrics go through the OTel SDK's exporters, which would send
+    the SDK's own user agent (``OTel-OTLP-Exporter-Python/...``); they send ours, as
+    our senders do (gRPC adds its own after it). Wrong code caught: the SDK default."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_spans.export.otlp_retry import user_agent
+    from otel_spans.export.sdk import make_span_exporter
+
+    provider = TracerProvider()
+    provider.add_span_processor(
+        SimpleSpanProcessor(make_span_exporter(target(receiver, protocol), role="t"))
+    )
+    provider.get_tracer("t").start_span("hello").end()
+    provider.shutdown()
+    (headers,) = receiver.headers("traces")
+    assert str(headers["user-agent"]).startswith(user_agent()), headers["user-agent"]

@@ -388,7 +388,9 @@ def test_every_dashboard_expression_returns_a_series(stack: Stack, which: str) -
             if not any(math.isfinite(v) for values in series for v in values):
                 empty.append(f"{panel['title']}: {expr}")
     assert not empty, "\n".join(empty)
-    assert evaluated >= 25 and len(excused) <= 14, (evaluated, excused)
+    # excused: panels on Dask's own scraped /metrics (the Memory row's worker memory panel
+    # among them) and on the 7-day bands only the rules record; 15 as generated
+    assert evaluated >= 25 and len(excused) <= 15, (evaluated, excused)
 
 
 @pytest.mark.parametrize("which", ESCAPED)

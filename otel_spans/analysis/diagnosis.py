@@ -26,8 +26,10 @@ _SEVERITY_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
 
 
 #: Reported whatever their share: a failure or a lost result is news in itself; a
-#: task that erred (after any retries) left the workflow without its result.
-_ALWAYS = {"erred": CRITICAL, "recomputation": INFO}
+#: task that erred (after any retries) left the workflow without its result. A paused
+#: or lost worker, or a workflow that spilled more than it held, ran close to its
+#: memory limit: a bigger input may get workers killed, whatever it cost this time.
+_ALWAYS = {"erred": CRITICAL, "recomputation": INFO, "memory-pressure": INFO}
 #: Waste of the cluster rather than a cause of slowness: at most a warning.
 _AT_MOST_WARNING = {"underutilised"}
 

@@ -51,6 +51,11 @@ class GroupEvidence:
     #: Typical compute seconds of its other tasks (median when each run is known,
     #: else their mean); None when unknown or the group has one task.
     typical_s: float | None = None
+    #: The Dask span (joined tags) whose tasks these are; "" when unknown.
+    span: str = ""
+    #: Most bytes of its results held in memory at once (the scheduler's ``nbytes``);
+    #: 0 when unknown (a trace written before memory was recorded).
+    peak_bytes: int = 0
 
     @property
     def compute_s(self) -> float:
@@ -86,6 +91,22 @@ class Evidence:
     #: The critical path's steps are task groups (each from its first compute start to
     #: its last compute end), not single task runs.
     path_of_groups: bool = True
+    #: Memory, summed over the workflow's Dask spans: the most bytes of results it held
+    #: at once (0 when unknown), bytes its tasks spilled to disk and read back, worker
+    #: pauses that overlapped its tasks and their seconds (a pause overlapping two spans
+    #: counts in each), workers lost while running or holding them.
+    peak_bytes: int = 0
+    spilled_bytes: float = 0.0
+    unspilled_bytes: float = 0.0
+    pauses: int = 0
+    pause_s: float = 0.0
+    workers_lost: int = 0
+
+    @property
+    def biggest_group(self) -> GroupEvidence | None:
+        """The group that held the most bytes at its peak; None when none held any."""
+        best = max(self.groups, key=lambda g: (g.peak_bytes, g.name), default=None)
+        return best if best is not None and best.peak_bytes > 0 else None
 
     @property
     def tasks(self) -> int:

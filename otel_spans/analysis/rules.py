@@ -17,6 +17,7 @@ from otel_spans.analysis.evidence import (
     GroupEvidence,
 )
 from otel_spans.analysis.ledger import GROUP, SPAN, WORKFLOW, Draft, Ledger, Rule
+from otel_spans.records import EvidenceValue
 
 #: Scheduler time per task, seconds: 520-600 tiny tasks/s with the default
 #: worker-saturation (docs/performance.md, distributed 2026.8).
@@ -42,6 +43,10 @@ GIL_MIN_CORE = 0.25
 #: and below which the cluster was underutilised.
 QUEUEING_EFFICIENCY = 0.6
 UNDERUTILISED_EFFICIENCY = 0.5
+#: Memory pressure when the workflow spilled at least this multiple of the most bytes
+#: it held at once: its results did not fit in the workers' memory (each byte held at
+#: peak went to disk once on average), beyond the odd spill of a long-held result.
+SPILL_PEAK_RATIO = 1.0
 
 
 def _on_path(evidence: Evidence) -> set[str]:
@@ -180,13 +185,20 @@ def _waited_for(evidence: Evidence, actions: tuple[str, ...]) -> float:
     return waited
 
 
-def _busiest_span(evidence: Evidence, activities: tuple[str, ...]) -> tuple[str, float]:
+def _busiest_span(evidence: Evidence, activities: tuple[str, ...]) -> str:
     ranked = [
         (sum(acts.get(a, 0.0) for a in activities), name)
         for name, acts in evidence.span_activities.items()
     ]
     seconds, name = max(ranked, default=(0.0, evidence.name))
-    return (name if seconds > 0 else evidence.name), seconds
+    return name if seconds > 0 else evidence.name
+
+
+def _held_most(group: GroupEvidence | None) -> tuple[tuple[str, EvidenceValue], ...]:
+    """Evidence naming the stage and group that held the most bytes at peak."""
+    if group is None:
+        return ()
+    return (("span", group.span), ("group_peak_bytes", group.peak_bytes))
 
 
 def spilling(evidence: Evidence, ledger: Ledger) -> Draft | None:
@@ -195,11 +207,14 @@ def spilling(evidence: Evidence, ledger: Ledger) -> Draft | None:
     if disk <= 0 or busy <= 0:
         return None
     fraction = min(disk / busy, 1.0)
-    subject, _ = _busiest_span(evidence, SPILL_ACTIVITIES)
+    subject, kind = _busiest_span(evidence, SPILL_ACTIVITIES), SPAN
+    biggest = evidence.biggest_group
+    if biggest is not None:  # what filled the memory, not where the disk time fell
+        subject, kind = biggest.name, GROUP
     return Draft(
         "spilling",
         subject,
-        SPAN,
+        kind,
         (
             ("disk_s", round(disk, 6)),
             ("of_worker_time", round(fraction, 4)),
@@ -207,6 +222,7 @@ def spilling(evidence: Evidence, ledger: Ledger) -> Draft | None:
                 (a.replace("-", "_") + "_s", round(evidence.activities.get(a, 0.0), 6))
                 for a in SPILL_ACTIVITIES
             ),
+            *_held_most(biggest),
         ),
         ledger.claim(fraction * ledger.steps, "work", "inner")
         + ledger.claim(_waited_for(evidence, SPILL_ACTIVITIES), "wait"),
@@ -216,9 +232,33 @@ def spilling(evidence: Evidence, ledger: Ledger) -> Draft | None:
     )
 
 
-# memory-pressure (paused workers, spilled bytes by the memory monitor) goes here, in
-# the same shape: evidence fields on Evidence, a rule claiming from "wait" (a paused
-# worker runs nothing), and its entry in RULES before ``spilling``.
+def memory_pressure(evidence: Evidence, ledger: Ledger) -> Draft | None:
+    spilled = evidence.spilled_bytes
+    big_spill = spilled > 0 and spilled >= SPILL_PEAK_RATIO * evidence.peak_bytes
+    if not (evidence.pauses or evidence.workers_lost or big_spill):
+        return None
+    biggest = evidence.biggest_group
+    # A paused worker starts nothing: the path's tasks ready on it waited. The work
+    # lost with a worker is recomputation's (claimed before this rule), so only the
+    # pause seconds are claimed here, from what the ledger has left.
+    return Draft(
+        "memory-pressure",
+        biggest.name if biggest is not None else evidence.name,
+        GROUP if biggest is not None else WORKFLOW,
+        (
+            *_held_most(biggest),
+            ("peak_bytes", evidence.peak_bytes),
+            ("spilled_bytes", int(spilled)),
+            ("unspilled_bytes", int(evidence.unspilled_bytes)),
+            ("pauses", evidence.pauses),
+            ("pause_s", round(evidence.pause_s, 6)),
+            ("workers_lost", evidence.workers_lost),
+        ),
+        ledger.claim(evidence.pause_s, "wait", "inner"),
+        "Workers ran out of memory (paused, spilled their results or were lost): give"
+        " each worker more memory or fewer threads, use smaller partitions, and release"
+        " or persist less of the group that held the most at once.",
+    )
 
 
 def data_transfer(evidence: Evidence, ledger: Ledger) -> Draft | None:
@@ -346,6 +386,7 @@ RULES: tuple[Rule, ...] = (
     recomputation,
     straggler,
     tiny_tasks,
+    memory_pressure,
     spilling,
     data_transfer,
     gil_contention,

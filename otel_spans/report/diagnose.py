@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from otel_spans import semconv
@@ -21,6 +22,7 @@ from otel_spans.analysis.workflow import Analysis
 from otel_spans.records import Finding
 from otel_spans.report.build import BuiltWorkflow, run_seconds
 from otel_spans.report.load import LoadedSpan, as_int
+from otel_spans.report.memory import MemoryEvidence
 
 
 def findings(built: BuiltWorkflow, analysis: Analysis) -> tuple[Finding, ...]:
@@ -36,6 +38,15 @@ def evidence(built: BuiltWorkflow, analysis: Analysis) -> Evidence:
         runs_of[run.group].append(run)
     complete = built.granularity == "tasks"
     groups = tuple(_group(g, runs_of.get(_name(g), []), complete) for g in built.group_spans)
+    memory = built.memory
+    if memory is not None:
+        held: dict[str, tuple[int, str]] = {}
+        for row in memory.groups:  # a group's exports: its largest peak
+            held[row.group] = max(held.get(row.group, (0, "")), (row.peak, row.span))
+        groups = tuple(
+            replace(g, peak_bytes=held[g.name][0], span=held[g.name][1]) if g.name in held else g
+            for g in groups
+        )
     spans: dict[str, dict[str, float]] = {}
     for span in built.dask_spans:
         name = "/".join(_tags(span))
@@ -57,7 +68,22 @@ def evidence(built: BuiltWorkflow, analysis: Analysis) -> Evidence:
             default=0,
         ),
         path_of_groups=not complete,
+        **_memory_totals(memory),
     )
+
+
+def _memory_totals(memory: MemoryEvidence | None) -> dict[str, Any]:
+    """The workflow's memory evidence, summed over its Dask spans as on the scheduler."""
+    if memory is None:
+        return {}
+    return {
+        "peak_bytes": memory.tree_peak,
+        "spilled_bytes": float(sum(r.spilled for r in memory.spans)),
+        "unspilled_bytes": float(sum(r.unspilled for r in memory.spans)),
+        "pauses": sum(r.pauses for r in memory.spans),
+        "pause_s": sum(r.pause_seconds for r in memory.spans),
+        "workers_lost": sum(r.workers_lost for r in memory.spans),
+    }
 
 
 def _name(span: LoadedSpan) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from time import time
 from typing import TYPE_CHECKING, Any
 
 from otel_spans import semconv
@@ -27,6 +28,7 @@ from otel_spans.analysis.evidence import Evidence, GroupEvidence
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
 from otel_spans.names import LABEL_LENGTH, clean
 from otel_spans.records import AttrValue, Finding, LogEntry, SpanEventRecord, WorkflowAnalysis, ns
+from otel_spans.scheduler.memory import SpanMemory, disk_bytes
 from otel_spans.scheduler.task_groups import Tally
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ MAX_NTHREADS_EVENTS = 256
 
 #: ``Span.nthreads_intervals``: (start, stop, threads) of the cluster while a span ran.
 Intervals = list[tuple[float, float, int]]
+#: The memory ledger of a Dask span by its id (scheduler/memory.py); None if untracked.
+MemoryOf = Callable[[str], "SpanMemory | None"]
 
 
 def group_workflow(
@@ -96,6 +100,7 @@ def analyse_root(
     tree_metrics: Mapping[Any, float] | None = None,
     tally: Callable[[TaskGroup], Tally | None] = lambda tg: None,
     worker_threads: int = 0,
+    memory_of: MemoryOf = lambda uuid: None,
 ) -> WorkflowAnalysis:
     """Critical path, efficiency, bottlenecks and diagnosis of a finished root
     (``stop``, ``intervals``: the root's own, read once; ``metrics_busy`` and
@@ -103,7 +108,7 @@ def analyse_root(
     tree, Dask's split of the thread-seconds the cluster offered it, and
     ``tree_metrics`` that tree's ``cumulative_worker_metrics``; ``tally``: what ran of
     each group, from :meth:`TaskGroups.tally`; ``worker_threads``: most threads of one
-    worker).
+    worker; ``memory_of``: the memory ledger of each span of the tree).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
     offered thread-seconds, busy never less than the tasks' compute time."""
@@ -130,6 +135,7 @@ def analyse_root(
         efficiency=efficiency,
         peak_threads=max((n for _, _, n in intervals), default=0),
         worker_threads=worker_threads,
+        memory_of=memory_of,
     )
     return WorkflowAnalysis(
         sequential_time=sequential,
@@ -165,11 +171,36 @@ def root_evidence(
     efficiency: float | None,
     peak_threads: int,
     worker_threads: int,
+    memory_of: MemoryOf = lambda uuid: None,
+    now: float | None = None,
 ) -> Evidence:
     """The diagnosis's evidence of a finished root: O(its groups + its sub-spans'
     own metric keys), on the event loop with the rest of the root's analysis."""
+    now = time() if now is None else now
+    spans: dict[str, dict[str, float]] = {}
+    names: dict[str, str] = {}
+    ledgers: dict[str, SpanMemory] = {}
+    spilled = unspilled = pause_s = 0.0
+    pauses = lost = 0
+    for node in root.traverse_spans():
+        name = names[node.id] = clean("/".join(str(t) for t in node.name))
+        own = execute_seconds(node._cumulative_worker_metrics)
+        if own:
+            spans[name] = own
+        ledger = memory_of(node.id)
+        if ledger is None:
+            continue
+        ledgers[node.id] = ledger
+        wrote, read = disk_bytes(node._cumulative_worker_metrics)
+        spilled, unspilled = spilled + wrote, unspilled + read
+        pauses, lost = pauses + ledger.pauses, lost + ledger.workers_lost
+        pause_s += ledger.pause_seconds_at(now)
+    root_ledger = ledgers.get(root.id)
     groups = []
     for tg in root.traverse_groups():
+        span_id = str(tg.span_id or "")
+        ledger = ledgers.get(span_id)
+        held = ledger.groups.get(tg.name) if ledger is not None else None
         counts = tally(tg)
         durations = {str(k): float(v) for k, v in tg.all_durations.items()}
         runs = counts.runs if counts else 0
@@ -190,13 +221,10 @@ def root_evidence(
                 slowest_s=slowest,
                 slowest_key=counts.slowest_key if counts else None,
                 typical_s=typical,
+                span=names.get(span_id, ""),
+                peak_bytes=held.peak if held is not None else 0,
             )
         )
-    spans = {}
-    for node in root.traverse_spans():
-        own = execute_seconds(node._cumulative_worker_metrics)
-        if own:
-            spans[clean("/".join(str(t) for t in node.name))] = own
     return Evidence(
         name=workflow.name,
         wall_s=workflow.wall_ns / 1e9,
@@ -208,6 +236,12 @@ def root_evidence(
         peak_threads=peak_threads,
         worker_threads=worker_threads,
         path_of_groups=True,
+        peak_bytes=root_ledger.tree_peak if root_ledger is not None else 0,
+        spilled_bytes=spilled,
+        unspilled_bytes=unspilled,
+        pauses=pauses,
+        pause_s=pause_s,
+        workers_lost=lost,
     )
 
 

@@ -31,6 +31,7 @@ from otel_spans.records import (
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.callers import Caller
 from otel_spans.scheduler.root_analysis import (
+    MemoryOf,
     analyse_root,
     diagnosis_events,
     diagnosis_log,
@@ -106,6 +107,7 @@ def span_record(
     finished_of: FinishedOf,
     group_bounds: GroupBounds | None = None,
     tally_of: TallyOf | None = None,
+    memory_of: MemoryOf | None = None,
 ) -> SpanExport:
     """The record of one export of ``span``; O(task groups in its subtree).
 
@@ -172,6 +174,7 @@ def span_record(
             tree_metrics=tree,
             tally=tally_of or (lambda tg: None),
             worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
+            memory_of=memory_of or (lambda uuid: None),
         )
         if full:
             changes, events_dropped = nthreads_events(intervals)

@@ -36,7 +36,7 @@ from otel_spans.scheduler import export_inputs, snapshots, span_records
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.done_check import is_done
 from otel_spans.scheduler.erred_tasks import exception_type
-from otel_spans.scheduler.memory import group_footprint, held_changed
+from otel_spans.scheduler.memory import SpanMemory, group_footprint, held_changed
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_state import (
@@ -281,6 +281,11 @@ class SpanTracker:
                 error_type,
             )
 
+    def _memory_of(self, uuid: str) -> SpanMemory | None:
+        """The memory ledger of a tracked (or released) span, for a root's diagnosis."""
+        track = self.tracks.get(uuid, self.released.get(uuid))
+        return track.memory if track is not None else None
+
     def held_changed(self, ts: TaskState, track: TrackedSpan, entered: bool) -> None:
         """A result of ``track``'s span entered or left memory: O(1) (the root's ledger
         is found once per span, O(depth))."""
@@ -402,6 +407,7 @@ class SpanTracker:
             finished_of=self._finished_of,
             group_bounds=self.task_groups.bounds if self.task_groups is not None else None,
             tally_of=self.task_groups.tally if self.task_groups is not None else None,
+            memory_of=self._memory_of,
         )
         track.run_exported.update(run_totals)
         track.memory.lost_events.clear()

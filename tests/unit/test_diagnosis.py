@@ -4,6 +4,7 @@ and the shares of one workflow never add up to more than its wall time."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 
@@ -156,6 +157,81 @@ def test_spilling_below_the_report_share_is_silent() -> None:
     acts = {"thread-cpu": 10.0, "disk-write": 0.4}
     e = evidence(path(step("x-1", 5.0), wall=5.0), group("x-1", 2, 10.0), activities=acts)
     assert "spilling" not in ids(e)
+
+
+MB = 1_000_000
+
+
+def held(**memory: float) -> Evidence:
+    """Two stages: ``wf/load``'s group ``big-1`` held 8 MB at its peak, ``wf``'s
+    ``small-1`` 1 MB; the workflow 9 MB at once. A 2 s step after a 1 s wait, on a
+    3 s wall: 1 s of the wall is waiting a pause can explain."""
+    big = replace(group("big-1", 4, 2.0, slowest=2.0), span="wf/load", peak_bytes=8 * MB)
+    small = replace(group("small-1", 4, 0.4, slowest=0.1), span="wf", peak_bytes=1 * MB)
+    e = evidence(path(step("big-1", 2.0, wait=1.0), wall=3.0), big, small, efficiency=None)
+    return replace(e, peak_bytes=9 * MB, **memory)  # type: ignore[arg-type]
+
+
+def finding(e: Evidence, rule: str) -> d.Finding:
+    (found,) = [f for f in d.diagnose(e) if f.id == rule]
+    return found
+
+
+def test_memory_pressure_names_the_group_that_held_the_most() -> None:
+    f = finding(held(pauses=2, pause_s=0.6), "memory-pressure")
+    assert (f.subject, f.subject_kind, f.severity) == ("big-1", "group", "warning")
+    assert f.share == pytest.approx(0.6 / 3.0)
+    facts = dict(f.evidence)
+    assert (facts["span"], facts["group_peak_bytes"], facts["peak_bytes"]) == (
+        "wf/load",
+        8 * MB,
+        9 * MB,
+    )
+    assert (facts["pauses"], facts["pause_s"], facts["workers_lost"]) == (2, 0.6, 0)
+
+
+def test_memory_pressure_claims_no_more_than_the_wait_left() -> None:
+    """A pause longer than the wall (pauses of several workers add up): the path
+    waited 1 s of the 3 s, and only that is the pauses' to explain."""
+    e = held(pauses=5, pause_s=100.0)
+    assert finding(e, "memory-pressure").share == pytest.approx(1 / 3, abs=1e-4)
+    assert sum(f.share for f in d.diagnose(e)) <= 1.0
+
+
+@pytest.mark.parametrize(("spilled_mb", "fires"), [(9.0, True), (8.99, False)])
+def test_memory_pressure_on_spilling_as_much_as_the_peak(spilled_mb: float, fires: bool) -> None:
+    e = held(spilled_bytes=spilled_mb * MB, unspilled_bytes=2.0 * MB)
+    assert ("memory-pressure" in ids(e)) is fires
+    if fires:  # no pause: nothing of the wall claimed, reported all the same
+        f = finding(e, "memory-pressure")
+        assert (f.subject, f.severity, f.share) == ("big-1", "info", 0.0)
+        assert (dict(f.evidence)["spilled_bytes"], dict(f.evidence)["unspilled_bytes"]) == (
+            9 * MB,
+            2 * MB,
+        )
+
+
+def test_memory_pressure_on_a_lost_worker_and_silent_without_pressure() -> None:
+    assert "memory-pressure" not in ids(held())
+    f = finding(held(workers_lost=1), "memory-pressure")
+    assert (f.subject, f.severity, dict(f.evidence)["workers_lost"]) == ("big-1", "info", 1)
+
+
+def test_memory_pressure_without_group_memory_is_about_the_workflow() -> None:
+    e = replace(held(pauses=1, pause_s=0.3), groups=(group("big-1", 4, 2.0, slowest=2.0),))
+    f = finding(e, "memory-pressure")
+    assert (f.subject, f.subject_kind, "span" in dict(f.evidence)) == ("wf", "workflow", False)
+
+
+def test_spilling_names_the_group_that_held_the_most() -> None:
+    """With memory evidence, spilling is about what filled the memory (``big-1`` of
+    ``wf/load``), not the span whose tasks spent the disk time (``wf/spill``)."""
+    acts = {"thread-cpu": 6.0, "disk-write": 3.0, "disk-read": 1.0}
+    spans = {"wf/spill": {"disk-write": 3.0, "disk-read": 1.0}}
+    e = replace(held(), activities=acts, span_activities=spans)
+    f = finding(e, "spilling")
+    assert (f.subject, f.subject_kind) == ("big-1", "group")
+    assert (dict(f.evidence)["span"], dict(f.evidence)["group_peak_bytes"]) == ("wf/load", 8 * MB)
 
 
 def test_data_transfer_on_the_path_and_of_worker_time() -> None:

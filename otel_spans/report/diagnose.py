@@ -54,7 +54,7 @@ def evidence(built: BuiltWorkflow, analysis: Analysis) -> Evidence:
             own = spans.setdefault(name, {})
             own[activity] = own.get(activity, 0.0) + seconds
     eff = analysis.efficiency
-    return Evidence(
+    found = Evidence(
         name=wf.name,
         wall_s=wf.wall_ns / 1e9,
         path=analysis.critical_path,
@@ -68,22 +68,22 @@ def evidence(built: BuiltWorkflow, analysis: Analysis) -> Evidence:
             default=0,
         ),
         path_of_groups=not complete,
-        **_memory_totals(memory),
     )
+    return found if memory is None else _with_memory(found, memory)
 
 
-def _memory_totals(memory: MemoryEvidence | None) -> dict[str, Any]:
-    """The workflow's memory evidence, summed over its Dask spans as on the scheduler."""
-    if memory is None:
-        return {}
-    return {
-        "peak_bytes": memory.tree_peak,
-        "spilled_bytes": float(sum(r.spilled for r in memory.spans)),
-        "unspilled_bytes": float(sum(r.unspilled for r in memory.spans)),
-        "pauses": sum(r.pauses for r in memory.spans),
-        "pause_s": sum(r.pause_seconds for r in memory.spans),
-        "workers_lost": sum(r.workers_lost for r in memory.spans),
-    }
+def _with_memory(found: Evidence, memory: MemoryEvidence) -> Evidence:
+    """``found`` with the workflow's memory, summed over its Dask spans as on the
+    scheduler."""
+    return replace(
+        found,
+        peak_bytes=memory.tree_peak,
+        spilled_bytes=float(sum(r.spilled for r in memory.spans)),
+        unspilled_bytes=float(sum(r.unspilled for r in memory.spans)),
+        pauses=sum(r.pauses for r in memory.spans),
+        pause_s=sum(r.pause_seconds for r in memory.spans),
+        workers_lost=sum(r.workers_lost for r in memory.spans),
+    )
 
 
 def _name(span: LoadedSpan) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from otel_spans.analysis.workflow import analyse
@@ -13,7 +14,10 @@ from otel_spans.report import diagnose
 from otel_spans.report.build import build_workflows
 from otel_spans.report.cli import report
 from otel_spans.report.load import load_spans
+from otel_spans.report.memory import MemoryEvidence, MemoryRow
 from tests.support.golden_trace import write_run
+
+MB = 1_000_000
 
 
 def test_evidence_is_read_from_the_designed_spans(tmp_path: Path) -> None:
@@ -25,6 +29,42 @@ def test_evidence_is_read_from_the_designed_spans(tmp_path: Path) -> None:
     assert (fit.tasks, fit.runs, fit.erred, fit.compute_s) == (2, 2, 1, 1.0)
     assert evidence.activities["disk-read"] == 0.375
     assert not evidence.path_of_groups  # every task run is in the trace
+
+
+def test_memory_evidence_names_the_group_that_held_the_most(tmp_path: Path) -> None:
+    """The designed run with memory rows put in: ``fit-7a8b`` of span ``nightly/fit``
+    held 8 MB at its peak (its larger of two exports), ``sums-3c4d`` 1 MB; two spans
+    paused once each, for 0.25 s and 0.5 s, and spilled 3 MB in all."""
+    run = write_run(tmp_path / "run")
+    nightly = next(b for b in build_workflows(load_spans(run)) if b.workflow.name == "nightly")
+
+    def row(span: str, group: str, peak: int, spilled: int, pauses: int, s: float) -> MemoryRow:
+        return MemoryRow(span, group, peak, 0, spilled, spilled // 2, pauses, s, 0)
+
+    memory = MemoryEvidence(
+        tree_peak=9 * MB,
+        spans=(row("nightly/fit", "", 8 * MB, 2 * MB, 1, 0.25), row("nightly", "", MB, MB, 1, 0.5)),
+        groups=(
+            row("nightly/fit", "fit-7a8b", 8 * MB, 0, 0, 0.0),
+            row("nightly/fit", "fit-7a8b", 5 * MB, 0, 0, 0.0),
+            row("nightly", "sums-3c4d", MB, 0, 0, 0.0),
+        ),
+        lost_workers=(),
+    )
+    built = replace(nightly, memory=memory)
+    evidence = diagnose.evidence(built, analyse(built.workflow))
+    fit = next(g for g in evidence.groups if g.name == "fit-7a8b")
+    assert (fit.span, fit.peak_bytes) == ("nightly/fit", 8 * MB)
+    assert (evidence.peak_bytes, evidence.spilled_bytes, evidence.unspilled_bytes) == (
+        9 * MB,
+        3 * MB,
+        MB + MB // 2,
+    )
+    assert (evidence.pauses, evidence.pause_s, evidence.workers_lost) == (2, 0.75, 0)
+    found = diagnose.findings(built, analyse(built.workflow))
+    subjects = {f.id: (f.subject, f.subject_kind) for f in found}
+    assert subjects["memory-pressure"] == ("fit-7a8b", "group")
+    assert subjects["spilling"] == ("fit-7a8b", "group")
 
 
 def test_json_and_text_carry_the_findings_in_rank_order(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ machine makes tasks and scheduling slower, which every workload here tolerates b
 the planted time (a sleep, a CPU budget in thread time, a file written) dwarfs the rest
 or grows with it. What each plants and why is in its docstring.
 
-Not planted here (covered on designed evidence in ``tests/unit/test_diagnosis.py``):
-``memory-pressure`` (not a rule yet).
+``memory-pressure`` is planted as a worker pause: its subject is the group that held
+the most bytes, not the one that paused the worker.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dask.delayed import delayed
-from distributed import span
+from distributed import span, wait
 
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import (
@@ -28,7 +28,16 @@ from tests.support.cluster import (
     traced_cluster,
     traced_nanny_cluster,
 )
-from tests.support.tasks import blob, fail, heartbeat, inc, spin, step, total_size
+from tests.support.tasks import (
+    blob,
+    fail,
+    heartbeat,
+    hold_memory,
+    inc,
+    spin,
+    step,
+    total_size,
+)
 
 Found = list[tuple[str, str, str]]
 
@@ -124,7 +133,8 @@ async def test_data_transfer(otlp_receiver: OtlpReceiver) -> None:
 async def test_spilling(otlp_receiver: OtlpReceiver) -> None:
     """One single-thread worker whose spill target is a few MiB: each of eight 64 MiB
     blobs is written to disk as it is stored, and read back by the task that needs
-    them all (512 MiB each way, against a memory copy of compute per blob)."""
+    them all (512 MiB each way, against a memory copy of compute per blob). The blobs
+    (group ``spill-blob``) are what filled the memory: the finding names them."""
     config = _config(
         otlp_receiver,
         **_LATE_METRICS,
@@ -141,7 +151,7 @@ async def test_spilling(otlp_receiver: OtlpReceiver) -> None:
             assert await client.submit(total_size, *blobs, key="read-blobs") == 8 * 64 << 20
             await client.run(heartbeat)  # the worker's metrics, before the export
         found, _ = await _findings(otlp_receiver, root_id)
-    assert found[0][:3] == ("spilling", "critical", "spilling"), found
+    assert found[0][:3] == ("spilling", "critical", "spill-blob"), found
 
 
 @cluster_test(120)
@@ -232,3 +242,38 @@ async def test_recomputation(otlp_receiver: OtlpReceiver) -> None:
             assert await client.submit(step, 0.01, held, key="after-held") == 0.01
         found, _ = await _findings(otlp_receiver, root_id)
     assert found[0][0] == "recomputation" and found[0][2] == "held-part", found
+
+
+_MIB = 2**20
+
+
+@cluster_test(180)
+async def test_memory_pressure(otlp_receiver: OtlpReceiver) -> None:
+    """Stage ``held`` keeps four results of 4 MiB (group ``keep``: 16 MiB, the most any
+    group holds), then stage ``pressing`` allocates 500 MiB inside one task (its result
+    a small int) on a worker with a 1 GiB limit that pauses above 40 % of it: the worker
+    pauses once, and ``memory-pressure`` names ``keep``, not the group that paused it."""
+    config = _config(
+        otlp_receiver,
+        **{
+            "distributed.worker.memory.target": False,
+            "distributed.worker.memory.spill": False,
+            "distributed.worker.memory.pause": 0.4,
+            "distributed.worker.memory.terminate": False,
+        },
+    )
+    async with traced_nanny_cluster(config, n_workers=1, memory_limit=1024 * _MIB) as (
+        client,
+        _,
+    ):
+        with span("memory-pressure") as root_id:
+            with span("held"):
+                kept = [client.submit(blob, 4, i, key=f"keep-{i}") for i in range(4)]
+                await wait(kept)
+            with span("pressing"):
+                size = 500 * _MIB
+                assert await client.submit(hold_memory, size, 2.0, key="press-0") == size
+        found, _ = await _findings(otlp_receiver, root_id)
+        del kept
+    pressure = [f for f in found if f[0] == "memory-pressure"]
+    assert [f[2] for f in pressure] == ["keep"], found

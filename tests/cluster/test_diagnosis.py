@@ -274,6 +274,15 @@ async def test_memory_pressure(otlp_receiver: OtlpReceiver) -> None:
                 size = 500 * _MIB
                 assert await client.submit(hold_memory, size, 2.0, key="press-0") == size
         found, _ = await _findings(otlp_receiver, root_id)
+        (root,) = [s for s in otlp_receiver.spans() if s.attributes.get("dask.span.id") == root_id]
         del kept
-    pressure = [f for f in found if f[0] == "memory-pressure"]
-    assert [f[2] for f in pressure] == ["keep"], found
+    assert [f[2] for f in found if f[0] == "memory-pressure"] == ["keep"], found
+    (event,) = [
+        e.attributes
+        for e in root.events
+        if e.attributes.get("dask.diagnosis.finding.id") == "memory-pressure"
+    ]
+    # the stage that held them, four results of 4 MiB (each a little more by sizeof)
+    assert event["dask.diagnosis.evidence.span"] == "memory-pressure/held"
+    assert 16 * _MIB <= event["dask.diagnosis.evidence.group_peak_bytes"] <= 16 * _MIB * 1.01
+    assert event["dask.diagnosis.evidence.pauses"] == 1

@@ -229,13 +229,15 @@ async def test_erred(otlp_receiver: OtlpReceiver) -> None:
 
 @cluster_test(120)
 async def test_recomputation(otlp_receiver: OtlpReceiver) -> None:
-    """A 1.5 s result held by one worker, which then leaves: it runs again on the
-    other worker before its consumer can start, doubling the workflow."""
+    """A 3 s result held by one worker, which then leaves: it runs again on the
+    other worker before its consumer can start, doubling the workflow. The client's
+    wait for the worker to close is a gap ``client-bound`` claims; 3 s keeps the rerun
+    the larger share even when a loaded machine makes that close take a second or two."""
     async with traced_cluster(_config(otlp_receiver)) as (client, _, workers):
         victim = workers[0]
         with span("fragile") as root_id:
             held = client.submit(
-                step, 1.5, key=("held-part", 0), workers=[victim.address], allow_other_workers=True
+                step, 3.0, key=("held-part", 0), workers=[victim.address], allow_other_workers=True
             )
             await held
             await victim.close()  # its result is lost: the scheduler recomputes it

@@ -1025,7 +1025,10 @@ def test_template_variables_resolve_to_real_values(live: Live) -> None:
         assert {"slow", "fragile", "random"} <= set(resolved.options["prefix"])
 
 
-EXPRS = all_exprs()
+#: Every dashboard expression a test's Prometheus can answer: not those that read a
+#: series the alert file records over 7 days (no test's Prometheus runs those rules;
+#: ``promtool test rules`` tests them, and the run-time panel is the only one).
+EXPRS = [e for e in all_exprs() if not reads_recorded(e[2]["expr"])]
 
 
 @pytest.mark.parametrize(
@@ -1040,8 +1043,6 @@ def test_dashboard_expression_returns_data(
     resolved = resolve_variables(live.prometheus, dashboards()[dashboard], builtins)
     expr = resolved.interpolate(target["expr"], builtins)
     assert "$" not in expr, expr
-    if reads_recorded(expr):
-        pytest.skip(str(reads_recorded(expr)))
     series = run_target(live, expr, target["instant"])
     assert series, f"{panel['title']}: no data for {expr}"
     assert any(math.isfinite(v) for values in series for v in values), (expr, series)

@@ -5,10 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from otel_spans import semconv
-from otel_spans.export import wire
 
 DOC = Path(__file__).parents[2] / "docs" / "telemetry.md"
 
@@ -107,56 +104,18 @@ def test_dask_names_become_key_parts_of_the_naming_rules() -> None:
 def test_keys_built_from_dask_names_hold_only_lowercase_digits_underscores() -> None:
     """Dask's hyphenated states and actions (``no-worker``, ``disk-read``) never reach
     an attribute key as they are."""
-    from otel_spans.records import SpanRecord
     from otel_spans.settings import RecordLimits
-    from otel_spans.task_records import GroupRecord
     from otel_spans.telemetry import traces
+    from tests.support.records import decoded_span, group_record, span_record
 
-    record = SpanRecord(
-        uuid="u",
-        tags=("wf",),
-        trace_id=1,
-        span_id=2,
-        parent_span_id=0,
-        continuation=0,
-        previous_span_id=0,
-        start_ns=1,
-        end_ns=2,
-        enqueued_ns=1,
-        compute_start_ns=0,
-        done=False,
-        states=(("memory", 1), ("no-worker", 2), ("processing", 3)),
-        tasks=6,
-        task_groups=1,
-        nbytes=0,
-        task_duration=0.0,
-        active_cpu_seconds=0.0,
+    record = span_record(
+        states=(("memory", 1), ("no-worker", 2), ("processing", 3)), tasks=6, task_groups=1
     )
     span_keys = set(traces.span_attributes(record))
     assert "dask.span.task_states.no_worker" in span_keys
-    group = GroupRecord(
-        name="g",
-        prefix="g",
-        trace_id=1,
-        span_id=3,
-        parent_span_id=2,
-        start_ns=1,
-        end_ns=2,
-        tasks=1,
-        memory=1,
-        erred=0,
-        nbytes=0,
-        durations=(("compute", 1.0), ("disk-read", 0.5), ("disk-write", 0.25)),
-        workers=1,
-        task_spans_kept=0,
-        task_spans_dropped=0,
-    )
-    request = ExportTraceServiceRequest.FromString(
-        wire.RequestEncoder({}, semconv.SCOPE_NAME).request(
-            [traces.group_span(group, limits=RecordLimits())]
-        )
-    )
-    group_keys = {kv.key for kv in request.resource_spans[0].scope_spans[0].spans[0].attributes}
+    group = group_record(durations=(("compute", 1.0), ("disk-read", 0.5), ("disk-write", 0.25)))
+    decoded = decoded_span(traces.group_span(group, limits=RecordLimits()))
+    group_keys = {kv.key for kv in decoded.attributes}
     assert {"dask.task_group.duration.disk_read", "dask.task_group.duration.disk_write"} <= (
         group_keys
     )

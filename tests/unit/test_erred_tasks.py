@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from distributed.core import error_message
 from distributed.protocol import dumps, loads
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_spans import semconv
 from otel_spans.export import wire
 from otel_spans.scheduler.erred_tasks import erred_log, exception_record, exception_type
 from otel_spans.settings import RecordLimits
-from otel_spans.task_records import ExceptionRecord, GroupRecord, TaskRecord
+from otel_spans.task_records import ExceptionRecord, TaskRecord
 from otel_spans.telemetry.traces import group_span, task_spans
+from tests.support.records import decoded_span, group_record
 
 
 def raised(error: BaseException) -> dict[str, Any]:
@@ -108,13 +108,6 @@ def erred_task(exception: ExceptionRecord) -> TaskRecord:
     )
 
 
-def decoded_span(encoded: bytes) -> Any:
-    request = ExportTraceServiceRequest.FromString(
-        wire.RequestEncoder({}, semconv.SCOPE_NAME).request([encoded])
-    )
-    return request.resource_spans[0].scope_spans[0].spans[0]
-
-
 def attributes(span: Any) -> dict[str, Any]:
     return {kv.key: kv.value for kv in span.attributes}
 
@@ -138,22 +131,14 @@ def test_an_erred_task_span_has_error_type_and_its_message_as_description(
 
 def test_a_group_names_the_type_its_tasks_raised_else_the_fallback() -> None:
     def group(erred: int, error_type: str = "") -> Any:
-        record = GroupRecord(
+        record = group_record(
             name="parse-abc",
             prefix="parse",
-            trace_id=1,
             span_id=4,
             parent_span_id=5,
-            start_ns=1,
-            end_ns=2,
             tasks=3,
             memory=3 - erred,
             erred=erred,
-            nbytes=0,
-            durations=(),
-            workers=1,
-            task_spans_kept=0,
-            task_spans_dropped=0,
             error_type=error_type,
         )
         return decoded_span(group_span(record, limits=RecordLimits()))

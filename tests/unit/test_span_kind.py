@@ -5,44 +5,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_spans import semconv
-from otel_spans.export import wire
 from otel_spans.records import SpanRecord
 from otel_spans.settings import RecordLimits
 from otel_spans.telemetry.traces import dask_span
+from tests.support.records import decoded_span, span_record
 
-ROOT = SpanRecord(
-    uuid="u",
-    tags=("nightly",),
-    trace_id=1,
-    span_id=2,
-    parent_span_id=3,
-    continuation=0,
-    previous_span_id=0,
-    start_ns=1,
-    end_ns=2,
-    enqueued_ns=1,
-    compute_start_ns=0,
-    done=True,
-    states=(),
-    tasks=0,
-    task_groups=0,
-    nbytes=0,
-    task_duration=0.0,
-    active_cpu_seconds=0.0,
-    parent_remote=True,
-)
+ROOT = span_record(tags=("nightly",), parent_span_id=3, done=True, parent_remote=True)
 
 
 def kind_of(record: SpanRecord) -> int:
-    encoded = dask_span(record, limits=RecordLimits())
-    request = ExportTraceServiceRequest.FromString(
-        wire.RequestEncoder({}, semconv.SCOPE_NAME).request([encoded])
-    )
-    kind: int = request.resource_spans[0].scope_spans[0].spans[0].kind
+    kind: int = decoded_span(dask_span(record, limits=RecordLimits())).kind
     return kind
 
 

@@ -281,7 +281,7 @@ class TaskGroups:
                 group.workers_uncounted_runs += 1
         # The run on its worker's clock, as its task span would be exported: the group
         # span covers it whether it is kept or not.
-        now, offset = time(), self.clocks.offset(worker)
+        offset = self.clocks.offset(worker)
         bounds = run_bounds(kwargs.get("startstops"), offset)
         if bounds is not None:
             group.first = min(group.first, bounds[0])
@@ -311,6 +311,7 @@ class TaskGroups:
         if decision is None and not erred_here:
             return 0
         reason = SLOWEST if decision == "hold" else (decision or "")
+        now = time()  # read only for a run that gets a span
         if bounds is None:  # a kept run without phases: its span is at ``now``
             group.first = min(group.first, now - offset)
             group.last = max(group.last, now - offset)

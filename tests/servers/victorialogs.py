@@ -10,31 +10,24 @@ and record attributes under their OTLP names, the body in ``_msg``).
 from __future__ import annotations
 
 import json
-import tempfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from .backends import backend_binary
-from .ports import LOOPBACK, free_port
-from .process import ServerProcess, answers_ok
+from .victoria import VictoriaServer
 
 
-class VictoriaLogs(ServerProcess):
+class VictoriaLogs(VictoriaServer):
     """One server on a free loopback port, with its own storage directory."""
 
-    def __init__(self, binary: Path | None = None) -> None:
-        self.binary = binary or backend_binary("victorialogs")
-        self.port = free_port()
-        self._tmpdir = Path(tempfile.mkdtemp(prefix="otel-spans-vl-"))
-        self.log_path = self._tmpdir / "victoria-logs.log"
-        self._log_fh = None
-        self._proc = None
+    label = "VictoriaLogs"
+    tmp_prefix = "otel-spans-vl-"
+    log_name = "victoria-logs.log"
 
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+    def __init__(self, binary: Path | None = None) -> None:
+        super().__init__(binary or backend_binary("victorialogs"))
 
     @property
     def otlp_endpoint(self) -> str:
@@ -42,15 +35,7 @@ class VictoriaLogs(ServerProcess):
         return f"{self.url}/insert/opentelemetry"
 
     def start(self, timeout: float = 60.0) -> VictoriaLogs:
-        self.launch(
-            [
-                self.binary,
-                f"-httpListenAddr={LOOPBACK}:{self.port}",
-                f"-storageDataPath={self._tmpdir / 'data'}",
-                "-retentionPeriod=1d",
-            ]
-        )
-        self.wait_ready(lambda: answers_ok(f"{self.url}/health"), "VictoriaLogs", timeout)
+        self.start_with([], timeout)
         return self
 
     def __enter__(self) -> VictoriaLogs:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -22,8 +21,7 @@ from typing import Any
 
 from tests.support.requirements import unavailable
 
-from .ports import LOOPBACK, free_port
-from .process import ServerProcess, answers_ok
+from .victoria import VictoriaServer
 
 FETCH_SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "victoriametrics.sh"
 
@@ -45,20 +43,15 @@ def victoriametrics_binary() -> Path:
     return path
 
 
-class VictoriaMetrics(ServerProcess):
+class VictoriaMetrics(VictoriaServer):
     """One single-node server on a free loopback port, with its own storage dir."""
 
-    def __init__(self, binary: Path | None = None):
-        self.binary = binary or victoriametrics_binary()
-        self.port = free_port()
-        self._tmpdir = Path(tempfile.mkdtemp(prefix="otel-spans-vm-"))
-        self.log_path = self._tmpdir / "victoria-metrics.log"
-        self._log_fh = None
-        self._proc = None
+    label = "VictoriaMetrics"
+    tmp_prefix = "otel-spans-vm-"
+    log_name = "victoria-metrics.log"
 
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+    def __init__(self, binary: Path | None = None):
+        super().__init__(binary or victoriametrics_binary())
 
     @property
     def otlp_metrics_endpoint(self) -> str:
@@ -66,19 +59,15 @@ class VictoriaMetrics(ServerProcess):
         return f"{self.url}/opentelemetry/v1/metrics"
 
     def start(self, timeout: float = 30.0) -> VictoriaMetrics:
-        self.launch(
+        self.start_with(
             [
-                self.binary,
-                f"-httpListenAddr={LOOPBACK}:{self.port}",
-                f"-storageDataPath={self._tmpdir / 'data'}",
-                "-retentionPeriod=1d",
                 "-opentelemetry.usePrometheusNaming",
                 # samples are searchable at once, not after the default 30 s cache
                 "-search.latencyOffset=0s",
                 "-search.disableCache",
-            ]
+            ],
+            timeout,
         )
-        self.wait_ready(lambda: answers_ok(f"{self.url}/health"), "VictoriaMetrics", timeout)
         return self
 
     def __enter__(self) -> VictoriaMetrics:

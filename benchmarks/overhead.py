@@ -54,6 +54,7 @@ import dask.array as da
 from distributed import Client, LocalCluster, span
 
 from benchmarks.loop_lag import LoopLag
+from benchmarks.rounds import alternating
 
 Workload = Callable[[Client, int], object]
 
@@ -346,20 +347,17 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         if mode not in MODES:
             raise SystemExit(f"--modes: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
-    results: dict[str, dict[str, list[Measurement]]] = {"baseline": {}}
-    results.update({mode: {} for mode in modes})
-    last_stats = None
     with blackhole_collector() as endpoint:
-        for r in range(rounds):
-            order = ["baseline", *modes]
-            if r % 2:
-                order.reverse()
-            for variant in order:
-                timings, stats = run_isolated(variant, endpoint, n, workloads)
-                last_stats = stats or last_stats
-                for name, value in timings.items():
-                    results[variant].setdefault(name, []).append(value)
-            print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+        runs = alternating(
+            rounds,
+            ["baseline", *modes],
+            lambda variant: run_isolated(variant, endpoint, n, workloads),
+        )
+    last_stats = runs[modes[-1]][-1][1] if modes else None
+    results: dict[str, dict[str, list[Measurement]]] = {
+        variant: {name: [timings[name] for timings, _ in rounds_of] for name in workloads}
+        for variant, rounds_of in runs.items()
+    }
 
     print(
         f"\notel-spans overhead, {rounds} rounds (a fresh process per variant and round), "

@@ -49,6 +49,7 @@ import yaml
 from distributed import Client
 
 from benchmarks.overhead import blackhole_collector, free_port, inc, nested_spans, tiny_tasks
+from benchmarks.rounds import alternating
 
 #: Workloads: name -> (function, tasks it runs for ``n``).
 WORKLOADS: dict[str, tuple[Callable[[Client, int], object], Callable[[int], int]]] = {
@@ -220,15 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         if v not in (*VARIANTS, WORKER):
             allowed = ", ".join([*VARIANTS, WORKER])
             raise SystemExit(f"--variants: unknown {v!r}; allowed: {allowed}")
-    results: dict[str, list[dict[str, Measurement]]] = {v: [] for v in ["baseline", *variants]}
     with blackhole_collector() as endpoint:
-        for r in range(rounds):
-            order = ["baseline", *variants]
-            if r % 2:
-                order.reverse()
-            for variant in order:
-                results[variant].append(run_variant(variant, endpoint, n))
-            print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+        results = alternating(
+            rounds, ["baseline", *variants], lambda variant: run_variant(variant, endpoint, n)
+        )
 
     print(
         f"\nAdded CPU per task, scheduler in its own process; {rounds} rounds, "

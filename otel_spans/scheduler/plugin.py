@@ -41,7 +41,7 @@ from otel_spans.scheduler.parts import build_parts
 from otel_spans.scheduler.plugin_stats import plugin_stats
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import Resume
-from otel_spans.scheduler.task_groups import compute_seconds
+from otel_spans.scheduler.task_runs import compute_seconds
 from otel_spans.scheduler.tracking import SpanTracker
 from otel_spans.scheduler.worker_memory import WorkerMemory
 from otel_spans.telemetry.signals import Signals

@@ -44,9 +44,10 @@ from otel_spans.scheduler.span_state import (
     FinishedRoot,
     KnownSpans,
     ReleasedSpans,
+    SpanIdentity,
     TrackedSpan,
 )
-from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+from otel_spans.scheduler.task_groups import TaskGroups
 from otel_spans.telemetry.signals import Signals
 
 if TYPE_CHECKING:

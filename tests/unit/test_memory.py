@@ -17,8 +17,7 @@ from otel_spans.records import LogEntry
 from otel_spans.scheduler import memory, worker_memory
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.span_state import TrackedSpan
-from otel_spans.scheduler.task_groups import SpanIdentity
+from otel_spans.scheduler.span_state import SpanIdentity, TrackedSpan
 from otel_spans.telemetry.traces import GROUP_MEMORY, SPAN_MEMORY, memory_attributes
 
 

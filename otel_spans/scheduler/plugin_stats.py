@@ -2,7 +2,7 @@
 
 One dict from every part that keeps counters: the tracker (spans), the task groups
 (the DAG state), the profile fetches and the pipelines. Assembled here so that the
-plugin's module holds its lifecycle and hook dispatch alone; the keys are what
+plugin's modules hold its lifecycle and hook dispatch alone; the keys are what
 ``stats()`` callers, the tests and the soak read, so none is renamed here.
 """
 

@@ -195,7 +195,7 @@ def test_a_nanny_s_kill_reading_wins_and_retirement_is_no_loss(clock: Clock) -> 
 
 def test_worker_addresses_on_metrics_are_bounded() -> None:
     from otel_spans.settings import MetricsSettings
-    from otel_spans.telemetry.metrics import MetricsState
+    from otel_spans.telemetry.metric_state import MetricsState
 
     settings = MetricsSettings(
         target=None,  # type: ignore[arg-type]

@@ -17,7 +17,8 @@ from otel_spans import semconv
 from otel_spans.config import Settings
 from otel_spans.records import LogEntry, ns
 from otel_spans.scheduler.snapshots import EXCEPTION_FIELDS, span_uuid_of_key
-from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+from otel_spans.scheduler.span_state import SpanIdentity
+from otel_spans.scheduler.task_groups import TaskGroups
 
 if TYPE_CHECKING:
     from distributed import Scheduler

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from otel_spans import semconv
 from otel_spans.records import AttrValue, LogEntry, SpanEventRecord, ns
-from otel_spans.task_records import ExceptionRecord, TaskRecord
+from otel_spans.scheduler.span_state import SpanIdentity
+from otel_spans.task_records import DeferredTask, ExceptionRecord, TaskRecord
 
 if TYPE_CHECKING:
     from distributed import Scheduler
+    from distributed.scheduler import TaskState
 
 #: Most transition events recorded on one erred task span (the latest; the rest, and
 #: entries of a shape not known, counted in the span's ``dropped_events_count``).
@@ -162,6 +164,29 @@ def key_story(scheduler: Scheduler, key: Any) -> tuple[tuple[SpanEventRecord, ..
     events = (story_event(entry) for entry in own[-MAX_STORY_EVENTS:])
     kept = tuple(event for event in events if event is not None)
     return kept, len(own) - len(kept)
+
+
+def erred_record(
+    scheduler: Scheduler,
+    ts: TaskState,
+    kwargs: dict[str, Any],
+    span: SpanIdentity,
+    pending: DeferredTask,
+    *,
+    max_length: int,
+    messages: bool,
+    max_stories: int,
+) -> TaskRecord:
+    """The record of an erred run, built at once from its ``pending`` copy: the
+    exception and the key's story (for the first ``max_stories`` erred tasks of
+    ``span``) are read now, on the loop, and the erred-task log needs them too."""
+    exception = exception_record(kwargs, max_length, messages=messages)
+    events: tuple[SpanEventRecord, ...] = ()
+    dropped = 0
+    if span.stories < max_stories:
+        span.stories += 1
+        events, dropped = key_story(scheduler, ts.key)
+    return pending.build(exception=exception, events=events, events_dropped=dropped)
 
 
 def erred_log(record: TaskRecord, trace_id: int, *, kept: bool, sampled: bool = True) -> LogEntry:

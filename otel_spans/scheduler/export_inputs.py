@@ -22,8 +22,7 @@ from otel_spans.records import AttrValue
 from otel_spans.scheduler import memory, snapshots, span_state
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.span_records import ExportSnapshot
-from otel_spans.scheduler.span_state import TrackedSpan
-from otel_spans.scheduler.task_groups import SpanIdentity
+from otel_spans.scheduler.span_state import SpanIdentity, TrackedSpan
 
 if TYPE_CHECKING:
     from distributed.spans import Span

@@ -1,7 +1,8 @@
 """Which parts a started copy of the scheduler plugin runs, and how they are wired.
 
-The plugin (:mod:`otel_spans.scheduler.plugin`) owns the lifecycle (take over, start,
-watch, close) and dispatches hooks; what it starts depends on the settings: task groups
+The plugin owns the lifecycle (take over, start, watch, close:
+:mod:`otel_spans.scheduler.plugin_lifecycle`) and dispatches hooks
+(:mod:`otel_spans.scheduler.plugin`); what it starts depends on the settings: task groups
 only when traces or erred-task logs read them, profiles only when logs go somewhere.
 Those decisions, and which part hands what to which, are read here in one place rather
 than between the plugin's lifecycle steps.

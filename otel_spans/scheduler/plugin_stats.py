@@ -2,7 +2,7 @@
 
 One dict from every part that keeps counters: the tracker (spans), the task groups
 (the DAG state), the profile fetches and the pipelines. Assembled here so that the
-plugin's module holds its lifecycle and hook dispatch alone; the keys are what
+plugin's modules hold its lifecycle and hook dispatch alone; the keys are what
 ``stats()`` callers, the tests and the soak read, so none is renamed here.
 """
 
@@ -33,7 +33,7 @@ def plugin_stats(
     if tracker is not None:
         # not exported because the caller's trace is not sampled (parent-based)
         groups = tracker.task_groups
-        out["unsampled_spans"] = tracker.unsampled + (groups.unsampled if groups else 0)
+        out["unsampled_spans"] = tracker.exporter.unsampled + (groups.unsampled if groups else 0)
     if tracker is not None and tracker.task_groups is not None:
         out["dag"] = tracker.task_groups.stats()
     if profiles is not None:

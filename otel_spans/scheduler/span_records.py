@@ -37,7 +37,8 @@ from otel_spans.scheduler.root_analysis import (
     diagnosis_log,
     nthreads_events,
 )
-from otel_spans.scheduler.task_groups import SpanIdentity, Tally
+from otel_spans.scheduler.span_state import SpanIdentity
+from otel_spans.scheduler.task_groups import Tally
 
 if TYPE_CHECKING:
     from distributed import Scheduler

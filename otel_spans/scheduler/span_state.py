@@ -2,9 +2,9 @@
 
 One :class:`TrackedSpan` per Dask span the scheduler has seen, owned by
 :class:`~otel_spans.scheduler.tracking.SpanTracker` (Dask's ``Span`` stays the
-read-only view of the extension's state); :class:`FinishedRoot` for the workflows
-page; and how a span's identity (sampling policy, metric labels) is fixed when it is
-first seen.
+read-only view of the extension's state); its :class:`SpanIdentity`, which its task
+groups and runs carry too; :class:`FinishedRoot` for the workflows page; and how a
+span's identity (sampling policy, metric labels) is fixed when it is first seen.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from otel_spans.config import TaskSettings
 from otel_spans.records import AttrValue, SpanRecord
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.task_groups import SpanIdentity
 
 #: Finished workflows remembered for the workflows page.
 MAX_FINISHED_ROOTS = 100
@@ -26,6 +25,24 @@ MAX_FINISHED_ROOTS = 100
 #: exported as a continuation: at most this many, least recently released evicted
 #: first, counted in ``stats()["released_evicted"]``. Read at every release.
 MAX_RELEASED = 512
+
+
+@dataclass(slots=True)
+class SpanIdentity:
+    """Who a tracked Dask span is in OTel terms: what its task groups and runs need."""
+
+    uuid: str
+    tags: tuple[str, ...]
+    trace_id: int
+    otel_span_id: int
+    policy: Policy
+    #: Erred tasks of this span whose story was recorded (bounded).
+    stories: int = 0
+    #: False when the workflow joined a caller's trace that is not sampled (parent-based
+    #: sampling): nothing of its tree is exported as spans.
+    sampled: bool = True
+    #: The workflow attributes of ``metrics.attribute-labels``, as metric attributes.
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 class FinishedRoot(NamedTuple):

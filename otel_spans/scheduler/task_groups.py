@@ -3,8 +3,10 @@
 Dask side, on the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`).
 Per finished task the work is a few dict updates and one sampling decision; a task that
 is kept leaves a :class:`~otel_spans.task_records.DeferredTask` (its span id and a copy of
-what the worker reported), and its :class:`TaskRecord` is built on the exporter thread.
-Per task group it keeps one small :class:`_Group`; per-task state ends with the sampling
+what the worker reported, :mod:`otel_spans.scheduler.task_runs`), and its
+:class:`TaskRecord` is built on the exporter thread. Per task group it keeps one small
+:class:`~otel_spans.scheduler.group_spans.GroupState` (its span's record is built in
+:mod:`otel_spans.scheduler.group_spans`); per-task state ends with the sampling
 decision (see
 :mod:`otel_spans.scheduler.sampling`), so memory is O(groups + kept tasks). What an
 erred task carries (exception, story, log) is read by
@@ -13,33 +15,31 @@ erred task carries (exception, story, log) is read by
 
 from __future__ import annotations
 
-import math
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distributed.metrics import time
 
 from otel_spans import ids, semconv
 from otel_spans.names import clean
-from otel_spans.records import LinkRecord, LogEntry, MemoryRecord, SpanEventRecord, ns
-from otel_spans.scheduler import erred_tasks, snapshots
+from otel_spans.records import LogEntry, MemoryRecord
+from otel_spans.scheduler import erred_tasks
+from otel_spans.scheduler.group_spans import GroupState, group_record
 from otel_spans.scheduler.sampling import (
     CHILDREN,
     ERRED,
     RECOMPUTED,
     SLOWEST,
-    Policy,
     TaskSampler,
 )
+from otel_spans.scheduler.span_state import SpanIdentity
+from otel_spans.scheduler.task_runs import deferred_task
 from otel_spans.scheduler.worker_clocks import WorkerClocks
 from otel_spans.task_records import (
     DeferredTask,
     GroupRecord,
     TaskRecord,
-    raw_phases,
     run_bounds,
 )
 
@@ -53,11 +53,6 @@ _MAX_WORKERS = 10_000
 #: Most running tasks remembered as parents of Dask spans they opened (oldest
 #: forgotten first, counted in ``stats()["parents_evicted"]``).
 _MAX_PARENTS = 10_000
-#: Most dependency keys recorded on a task span (the rest counted in
-#: ``dask.task.dependencies_dropped``).
-_MAX_DEPENDENCIES = 32
-#: Most dependency links built for a group span; the rest are counted as dropped.
-_MAX_LINKS = 128
 #: Most keys with an abandoned or lost run and not rerun yet, remembered as reruns
 #: (oldest forgotten first, counted in ``stats()["reruns_evicted"]``).
 _MAX_RERUNS = 10_000
@@ -73,63 +68,6 @@ class Tally(NamedTuple):
     #: Compute seconds of its slowest successful run, and that run's key (cleaned).
     slowest_s: float
     slowest_key: str
-
-
-@dataclass(slots=True)
-class SpanIdentity:
-    """Who a tracked Dask span is in OTel terms: what its task groups and runs need."""
-
-    uuid: str
-    tags: tuple[str, ...]
-    trace_id: int
-    otel_span_id: int
-    policy: Policy
-    #: Erred tasks of this span whose story was recorded (bounded).
-    stories: int = 0
-    #: False when the workflow joined a caller's trace that is not sampled (parent-based
-    #: sampling): nothing of its tree is exported as spans.
-    sampled: bool = True
-    #: The workflow attributes of ``metrics.attribute-labels``, as metric attributes.
-    labels: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(slots=True)
-class _Group:
-    span: SpanIdentity
-    span_id: int
-    memory: int = 0
-    erred: int = 0
-    #: ``error.type`` of the tasks of the group that raised: their exception's type
-    #: while they all raised the same one, else the conventions' ``_OTHER``.
-    error_type: str = ""
-    workers: set[str] | None = field(default_factory=set)
-    worker_count: int = 0
-    #: Runs on a worker not in ``workers`` once it held ``_MAX_WORKERS``.
-    workers_uncounted_runs: int = 0
-    exported: bool = False
-    #: First start and last stop of its finished runs, on the clocks of the workers
-    #: that ran them: the bounds its span must have to cover its task spans (inf, -inf
-    #: until a run is known).
-    first: float = math.inf
-    last: float = -math.inf
-    #: Compute seconds of the slowest successful run so far, and its Dask key (the
-    #: diagnosis's straggler evidence); one comparison per finished task.
-    slowest: float = 0.0
-    slowest_key: object = None
-
-
-def compute_seconds(startstops: Iterable[dict[str, Any]] | None) -> float:
-    """Seconds a finished task spent computing, from the phases its worker reported."""
-    total = 0.0
-    for phase in startstops or ():
-        if phase.get("action") == "compute":
-            total += phase["stop"] - phase["start"]
-    return total
-
-
-def _int(value: object) -> int:
-    """An integer field of a worker's message; 0 when missing or malformed."""
-    return value if isinstance(value, int) else 0
 
 
 class TaskGroups:
@@ -162,7 +100,7 @@ class TaskGroups:
         self.sampler: TaskSampler[DeferredTask | TaskRecord] = TaskSampler()
         #: One per task group of a tracked or released span; a span's groups are
         #: forgotten when it leaves the released spans (``forget_span``).
-        self._groups: dict[TaskGroup, _Group] = {}
+        self._groups: dict[TaskGroup, GroupState] = {}
         #: (Dask span uuid, group name) -> how many groups of that name the span had
         #: (forgotten with the span's groups).
         self._names: dict[tuple[str, str], int] = {}
@@ -197,12 +135,14 @@ class TaskGroups:
         }
 
     # -- the hot path ---------------------------------------------------------------------
-    def group(self, tg: TaskGroup, span: SpanIdentity) -> _Group:
+    def group(self, tg: TaskGroup, span: SpanIdentity) -> GroupState:
         state = self._groups.get(tg)
         if state is None:
             n = self._names.get((span.uuid, tg.name), 0)
             self._names[(span.uuid, tg.name)] = n + 1
-            state = self._groups[tg] = _Group(span, ids.task_group_span_id(span.uuid, tg.name, n))
+            state = self._groups[tg] = GroupState(
+                span, ids.task_group_span_id(span.uuid, tg.name, n)
+            )
         return state
 
     def tally(self, tg: TaskGroup) -> Tally | None:
@@ -262,8 +202,9 @@ class TaskGroups:
         duration: float,
     ) -> int:
         """Account for a finished task that computed for ``duration`` seconds
-        (:func:`compute_seconds`); returns its task span id when that span is exported
-        now, else 0 (dropped, or held among its group's slowest: see ``exemplar``)."""
+        (:func:`~otel_spans.scheduler.task_runs.compute_seconds`); returns its task span
+        id when that span is exported now, else 0 (dropped, or held among its group's
+        slowest: see ``exemplar``)."""
         tg = ts.group
         group = self.group(tg, span)
         if finish == "memory":
@@ -315,12 +256,30 @@ class TaskGroups:
         if bounds is None:  # a kept run without phases: its span is at ``now``
             group.first = min(group.first, now - offset)
             group.last = max(group.last, now - offset)
-        pending = self._pending(ts, kwargs, span, group, (finish, reruns + 1, reason), now, offset)
+        pending = deferred_task(
+            ts,
+            kwargs,
+            span,
+            group.span_id,
+            (finish, reruns + 1, reason),
+            now,
+            offset,
+            self.max_length,
+        )
         record: DeferredTask | TaskRecord = pending
         if finish == "erred":
             # Built at once: the exception and the scheduler's story of the key are read
             # now, on the loop, and the erred-task log needs them too.
-            record = self._erred_record(ts, kwargs, span, pending)
+            record = erred_tasks.erred_record(
+                self.scheduler,
+                ts,
+                kwargs,
+                span,
+                pending,
+                max_length=self.max_length,
+                messages=self.exception_messages,
+                max_stories=self.max_error_stories,
+            )
         if decision == "hold":
             self.sampler.hold(tg, span.trace_id, policy, duration, record)
         elif decision is not None:
@@ -336,56 +295,6 @@ class TaskGroups:
                     erred_tasks.erred_log(record, span.trace_id, kept=kept, sampled=span.sampled)
                 )
         return pending.span_id if decision is not None and decision != "hold" else 0
-
-    def _pending(
-        self,
-        ts: TaskState,
-        kwargs: dict[str, Any],
-        span: SpanIdentity,
-        group: _Group,
-        run: tuple[str, int, str],
-        finished_at: float,
-        clock_offset: float,
-    ) -> DeferredTask:
-        """The cheap copy of a kept run; ``run`` is (final state, attempt, why kept)."""
-        finish, attempt, reason = run
-        key = str(ts.key)
-        thread = kwargs.get("thread")
-        limit = self.max_length
-        return DeferredTask(
-            key=clean(key, limit),
-            prefix=clean(ts.prefix.name, limit),
-            group=clean(ts.group.name, limit),
-            trace_id=span.trace_id,
-            # the id from the key as Dask knows it: two keys that clean alike stay apart
-            span_id=ids.task_span_id(span.uuid, key),
-            parent_span_id=group.span_id,
-            state=finish,
-            attempt=attempt,
-            sampled_because=reason,
-            finished_at=finished_at,
-            phases=raw_phases(kwargs.get("startstops")),
-            worker=clean(str(kwargs.get("worker") or ""), limit),
-            thread=thread if isinstance(thread, int) else None,
-            nbytes=_int(kwargs.get("nbytes")),
-            typename=clean(str(kwargs.get("typename") or ""), limit),
-            dependencies=tuple(dep.key for dep in islice(ts.dependencies, _MAX_DEPENDENCIES)),
-            clock_offset=clock_offset,
-            dependencies_dropped=max(len(ts.dependencies) - _MAX_DEPENDENCIES, 0),
-        )
-
-    def _erred_record(
-        self, ts: TaskState, kwargs: dict[str, Any], span: SpanIdentity, pending: DeferredTask
-    ) -> TaskRecord:
-        exception = erred_tasks.exception_record(
-            kwargs, self.max_length, messages=self.exception_messages
-        )
-        events: tuple[SpanEventRecord, ...] = ()
-        dropped = 0
-        if span.stories < self.max_error_stories:
-            span.stories += 1
-            events, dropped = erred_tasks.key_story(self.scheduler, ts.key)
-        return pending.build(exception=exception, events=events, events_dropped=dropped)
 
     def bounds(self, tg: TaskGroup) -> tuple[float, float] | None:
         """First start and last stop of the group's finished runs, on their workers'
@@ -421,48 +330,18 @@ class TaskGroups:
                 continue
             state.worker_count = len(state.workers or ())
             state.workers = None
-            links: list[LinkRecord] = []
-            links_dropped = 0
-            for dep in list(tg.dependencies):
-                dep_state = self._groups.get(dep)
-                if dep_state is None:
-                    continue
-                if len(links) == _MAX_LINKS:
-                    links_dropped += 1
-                    continue
-                links.append(
-                    LinkRecord(
-                        dep_state.span.trace_id,
-                        dep_state.span_id,
-                        ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_DEPENDENCY),),
-                    )
-                )
-            bounds = self.bounds(tg)
-            if bounds is None:  # no run reported: Dask's compute times
-                start = tg.start or fallback
-                bounds = (start, max(tg.stop, start))
             self.submit(
-                GroupRecord(
-                    name=clean(str(tg.name), self.max_length),
-                    prefix=clean(tg.prefix.name, self.max_length),
-                    trace_id=span.trace_id,
-                    span_id=state.span_id,
-                    parent_span_id=span.otel_span_id,
-                    start_ns=ns(bounds[0]),
-                    end_ns=ns(bounds[1]),
-                    tasks=len(tg),
-                    memory=state.memory,
-                    erred=state.erred,
-                    error_type=state.error_type,
-                    nbytes=int(tg.nbytes_total),
-                    durations=tuple(sorted(tg.all_durations.items())),
-                    workers=state.worker_count,
-                    task_spans_kept=kept,
-                    task_spans_dropped=dropped,
-                    links=tuple(links),
-                    submitted_ns=ns(snapshots.submitted_at(self.scheduler, tg) or 0.0),
-                    links_dropped=links_dropped,
-                    footprint=footprint(tg) if footprint is not None else None,
-                    workers_uncounted_runs=state.workers_uncounted_runs,
+                group_record(
+                    self.scheduler,
+                    tg,
+                    state,
+                    span,
+                    self._groups,
+                    bounds=self.bounds(tg),
+                    fallback=fallback,
+                    kept=kept,
+                    dropped=dropped,
+                    max_length=self.max_length,
+                    footprint=footprint,
                 )
             )

@@ -9,9 +9,10 @@ On the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`):
   done. A span that stayed done for ``traces.linger`` is exported: the tracker
   freezes what it knows into an :class:`~otel_spans.scheduler.span_records.ExportSnapshot`
   (:mod:`otel_spans.scheduler.export_inputs`),
-  :mod:`otel_spans.scheduler.span_records` builds the record from it, and the record
-  goes to the exporter thread; cost per poll O(spans that had transitions × their task
-  groups), never O(history), in time slices (:mod:`otel_spans.scheduler.slices`).
+  :mod:`otel_spans.scheduler.span_records` builds the record from it, and
+  :mod:`otel_spans.scheduler.span_export` hands the record, with everything exported
+  alongside, to the exporter threads; cost per poll O(spans that had transitions × their
+  task groups), never O(history), in time slices (:mod:`otel_spans.scheduler.slices`).
 
 A Dask span can become not-done after it was exported (a new sub-span, or a worker
 died holding its only results). Its later work is exported as a *continuation*: a new
@@ -21,41 +22,36 @@ OTel span, child of the first export, linked to the previous export, with its ow
 
 from __future__ import annotations
 
-import logging
 import time as _time
-from collections import deque
 from collections.abc import Hashable
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from distributed.metrics import time
 
-from otel_spans.config import Settings, format_trace_url
+from otel_spans.config import Settings
 from otel_spans.names import LABEL_LENGTH
-from otel_spans.scheduler import export_inputs, snapshots, span_records
+from otel_spans.scheduler import export_inputs, snapshots
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.done_check import is_done
 from otel_spans.scheduler.erred_tasks import exception_type
-from otel_spans.scheduler.memory import SpanMemory, group_footprint, held_changed
+from otel_spans.scheduler.memory import held_changed
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
+from otel_spans.scheduler.span_export import SpanExporter
 from otel_spans.scheduler.span_state import (
-    MAX_FINISHED_ROOTS,
-    FinishedRoot,
     KnownSpans,
     ReleasedSpans,
+    SpanIdentity,
     TrackedSpan,
 )
-from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+from otel_spans.scheduler.task_groups import TaskGroups
 from otel_spans.telemetry.signals import Signals
 
 if TYPE_CHECKING:
     from distributed import Scheduler
     from distributed.scheduler import TaskState
     from distributed.spans import Span, SpansSchedulerExtension
-
-
-logger = logging.getLogger("otel_spans")
 
 
 class SpanTracker:
@@ -75,8 +71,6 @@ class SpanTracker:
         self._signals = signals
         self.task_groups = task_groups
         self._resume_poll = resume_poll
-        #: Fetches the hot code of finished workflows (``otel-spans.profile``).
-        self.profiles = profiles
         #: Dask span uuid -> what is remembered of it, until its tree's last export
         #: settled (then in ``released``, bounded): O(running work), not O(history).
         self.tracks: dict[str, TrackedSpan] = {}
@@ -89,6 +83,11 @@ class SpanTracker:
         self.callers = CallerContexts(
             KnownSpans(self.tracks, self.released), self._trace_of, self._keep_task
         )
+        #: Does each export; fetches the hot code of finished workflows with
+        #: ``profiles`` (``otel-spans.profile``).
+        self.exporter = SpanExporter(
+            scheduler, settings, signals, self.callers, self.tracks, self.released, profiles
+        )
         #: Spans with new work after their last export, and since when.
         self._reopened: dict[str, float] = {}
         #: Spans with task transitions since the last poll: only these (and their
@@ -100,10 +99,6 @@ class SpanTracker:
         self._discovered = 0
         #: The spans the last poll had no time for, in order.
         self._deferred: list[str] = []
-        #: Dask spans not exported because their caller's trace is not sampled.
-        self.unsampled = 0
-        #: The last finished workflows (root exports that were done), newest last.
-        self.finished_roots: deque[FinishedRoot] = deque(maxlen=MAX_FINISHED_ROOTS)
 
     def _trace_of(self, uuid: str) -> int | None:
         track = self.track_uuid(uuid, reopen=False)
@@ -173,7 +168,7 @@ class SpanTracker:
         self.released.update(old.released)
         self._discovered = max(self._discovered, old._discovered)
         self.callers.inherit(old.callers)
-        self.finished_roots.extend(old.finished_roots)
+        self.exporter.finished_roots.extend(old.exporter.finished_roots)
 
     def clear(self) -> None:
         """Forget every span (after close: see ``Signals._release_metrics`` for why)."""
@@ -185,7 +180,7 @@ class SpanTracker:
             self._changed,
             self._lingering,
             self._deferred,
-            self.finished_roots,
+            self.exporter.finished_roots,
             self.released,
         ):
             state.clear()
@@ -222,19 +217,8 @@ class SpanTracker:
             self.open[span.id] = span
             self.live[span.id] = span
             if root is span:
-                self._started(span, identity)
+                self.exporter.started(span, identity)
         return track
-
-    def _started(self, root: Span, identity: SpanIdentity) -> None:
-        """A workflow starts: its trace id leaves at once (a log record, and the link
-        in the scheduler's log), hours before its root span is exported."""
-        settings = self._settings
-        url = None
-        if settings.trace_url is not None:
-            url = format_trace_url(settings.trace_url, identity.trace_id, identity.otel_span_id)
-            logger.info("otel-spans: workflow %r started: %s", "/".join(identity.tags), url)
-        if settings.logs.target.enabled:
-            self._signals.submit_log(span_records.started_log(root, identity, url))
 
     # -- transitions (hot path) -------------------------------------------------------------
     def became_active(self, uuid: str, track: TrackedSpan) -> None:
@@ -280,11 +264,6 @@ class SpanTracker:
                 task_span_id,
                 error_type,
             )
-
-    def _memory_of(self, uuid: str) -> SpanMemory | None:
-        """The memory ledger of a tracked (or released) span, for a root's diagnosis."""
-        track = self.tracks.get(uuid, self.released.get(uuid))
-        return track.memory if track is not None else None
 
     def held_changed(self, ts: TaskState, track: TrackedSpan, entered: bool) -> None:
         """A result of ``track``'s span entered or left memory: O(1) (the root's ledger
@@ -390,51 +369,7 @@ class SpanTracker:
 
     # -- export ---------------------------------------------------------------------------
     def _export(self, span: Span, track: TrackedSpan, *, done: bool) -> None:
-        signals = self._signals
-        record, run_totals, end = span_records.span_record(
-            span,
-            export_inputs.export_snapshot(
-                span,
-                track,
-                self._settings,
-                self.callers,
-                done=done,
-                traces_enabled=signals.traces_enabled,
-            ),
-            scheduler=self._scheduler,
-            settings=self._settings,
-            full=signals.traces_enabled,
-            finished_of=self._finished_of,
-            group_bounds=self.task_groups.bounds if self.task_groups is not None else None,
-            tally_of=self.task_groups.tally if self.task_groups is not None else None,
-            memory_of=self._memory_of,
-        )
-        track.run_exported.update(run_totals)
-        track.memory.lost_events.clear()
-        sampled = track.identity.sampled
-        if sampled:
-            signals.submit_span(record)
-        else:  # parent-based sampling: the caller's trace is not sampled
-            self.unsampled += 1
-        if self.task_groups is not None:
-            own, ledger, now = span._cumulative_worker_metrics, track.memory, time()
-            self.task_groups.export_groups(
-                list(span.groups),
-                track.identity,
-                span.enqueued,
-                lambda tg: group_footprint(ledger, tg.name, tg.prefix.name, own, now),
-            )
-        # Exemplars point at this span only when it is exported.
-        for sample in span_records.export_samples(record, track.identity, sampled=sampled):
-            signals.submit_sample(sample)
-        if done and track.is_root:
-            self.finished_roots.append(FinishedRoot.of(record, track.identity, sampled=sampled))
-            if record.analysis is not None:
-                signals.submit_log(span_records.diagnosis_log_of(record))
-            if sampled and self.profiles is not None:
-                self.profiles.workflow_finished(
-                    span, track.trace_id, record.span_id, record.start_ns / 1e9, record.end_ns / 1e9
-                )
+        record, end = self.exporter.export(span, track, self.task_groups, done=done)
         track.exports += 1
         track.last_span_id = record.span_id
         track.last_end = end
@@ -445,10 +380,6 @@ class SpanTracker:
         self._lingering.discard(span.id)
         # The CPU made available stops growing once the span is done: hand over its
         # final growth now rather than re-reading it on every metrics tick.
-        signals.submit_deltas(
+        self._signals.submit_deltas(
             snapshots.cpu_delta(track.tags, track.reported, record.active_cpu_seconds)
         )
-
-    def _finished_of(self, uuid: str) -> dict[tuple[str, str], int] | None:
-        track = self.tracks.get(uuid) or self.released.get(uuid)
-        return track.finished if track is not None else None

@@ -80,7 +80,7 @@ def workflows(tracker: SpanTracker, trace_url: str | None) -> list[dict[str, Any
                 partial=not complete,
             )
         )  # fmt: skip
-    for done in reversed(tracker.finished_roots):
+    for done in reversed(tracker.exporter.finished_roots):
         rows.append(
             _row(
                 done.tags, "finished", dict(done.states), done.start_ns / 1e9,

@@ -38,7 +38,8 @@ from otel_spans.records import (
 from otel_spans.settings import ConfigError, Settings, bounded
 from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord
 from otel_spans.telemetry import logs, python_logs, traces
-from otel_spans.telemetry.metrics import Instruments, MetricsState
+from otel_spans.telemetry.metric_state import MetricsState
+from otel_spans.telemetry.metrics import Instruments
 from otel_spans.telemetry.task_histogram import TaskDurationHistogram
 
 #: Everything that becomes spans: Dask spans, task groups, task runs (with phases).

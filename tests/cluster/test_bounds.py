@@ -31,7 +31,8 @@ from otel_spans import semconv
 from otel_spans.config import RecordLimits
 from otel_spans.export import wire
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+from otel_spans.scheduler.span_state import SpanIdentity
+from otel_spans.scheduler.task_groups import TaskGroups
 from otel_spans.task_records import GroupRecord, TaskRecord
 from otel_spans.telemetry.traces import group_span, task_spans
 from tests.servers.otlp_receiver import OtlpReceiver

@@ -24,7 +24,8 @@ from otel_spans.export.resource import build_resource
 from otel_spans.records import CounterDelta
 from otel_spans.scheduler import metrics_tick, tracking
 from otel_spans.scheduler.slices import LOOP_BUDGET
-from otel_spans.telemetry.metrics import Instruments, MetricsState
+from otel_spans.telemetry.metric_state import MetricsState
+from otel_spans.telemetry.metrics import Instruments
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.cluster import FAST, await_until, cluster_test, stats, traced_cluster
 from tests.support.tasks import inc, wait_for

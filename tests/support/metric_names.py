@@ -14,7 +14,8 @@ import dask.config
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.telemetry.metrics import Instruments, MetricsState
+from otel_spans.telemetry.metric_state import MetricsState
+from otel_spans.telemetry.metrics import Instruments
 
 UNIT_SUFFIXES = {"s": "seconds", "By": "bytes", "1": "", "": ""}
 

@@ -17,8 +17,7 @@ from otel_spans.records import LogEntry
 from otel_spans.scheduler import memory, worker_memory
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.span_state import TrackedSpan
-from otel_spans.scheduler.task_groups import SpanIdentity
+from otel_spans.scheduler.span_state import SpanIdentity, TrackedSpan
 from otel_spans.telemetry.traces import GROUP_MEMORY, SPAN_MEMORY, memory_attributes
 
 
@@ -196,7 +195,7 @@ def test_a_nanny_s_kill_reading_wins_and_retirement_is_no_loss(clock: Clock) -> 
 
 def test_worker_addresses_on_metrics_are_bounded() -> None:
     from otel_spans.settings import MetricsSettings
-    from otel_spans.telemetry.metrics import MetricsState
+    from otel_spans.telemetry.metric_state import MetricsState
 
     settings = MetricsSettings(
         target=None,  # type: ignore[arg-type]

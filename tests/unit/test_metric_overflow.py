@@ -17,7 +17,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoi
 from otel_spans import semconv
 from otel_spans.config import Settings
 from otel_spans.records import CounterDelta
-from otel_spans.telemetry.metrics import Instruments, MetricsState
+from otel_spans.telemetry.metric_state import MetricsState
+from otel_spans.telemetry.metrics import Instruments
 from otel_spans.telemetry.signals import series_limit_views
 
 SPANS, PREFIXES, ACTIVITIES = 25, 16, 10  # 4,000 series of one instrument

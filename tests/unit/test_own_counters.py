@@ -21,7 +21,8 @@ from otel_spans.config import Settings
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.settings import PythonLogSettings
 from otel_spans.telemetry import python_logs
-from otel_spans.telemetry.metrics import OUTCOMES, PIPELINES, Instruments, MetricsState
+from otel_spans.telemetry.metric_state import MetricsState
+from otel_spans.telemetry.metrics import OUTCOMES, PIPELINES, Instruments
 
 #: Every documented outcome, in the docs' words (a missing one is a counter not exported).
 DOCUMENTED_OUTCOMES = {

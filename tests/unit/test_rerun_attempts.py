@@ -16,7 +16,8 @@ from distributed.scheduler import TaskGroup, TaskPrefix, TaskState
 
 from otel_spans import ids
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+from otel_spans.scheduler.span_state import SpanIdentity
+from otel_spans.scheduler.task_groups import TaskGroups
 from otel_spans.task_records import DeferredTask
 
 UUID = "span-uuid"

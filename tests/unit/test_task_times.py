@@ -19,7 +19,8 @@ import pytest
 from otel_spans.records import ns
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.span_records import covering
-from otel_spans.scheduler.task_groups import SpanIdentity, TaskGroups
+from otel_spans.scheduler.span_state import SpanIdentity
+from otel_spans.scheduler.task_groups import TaskGroups
 from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord
 
 #: Each worker's scheduler_delay: the scheduler's clock is 3 ms ahead of A's (as A

@@ -10,6 +10,7 @@ Keys from the OpenTelemetry semantic conventions are used where one exists
 
 from __future__ import annotations
 
+import functools
 from typing import Final, NamedTuple
 
 #: The characters an attribute key of ours may hold (the naming rules: lowercase
@@ -24,6 +25,7 @@ SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.33.0"
 DISTRO_NAME: Final = "otel-spans"
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen names, read on every export
 def key_part(name: str) -> str:
     """A Dask name (task state, action, activity) as the last part of an attribute key.
 

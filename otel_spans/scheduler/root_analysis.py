@@ -16,7 +16,7 @@ group.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from time import time
 from typing import TYPE_CHECKING, Any
 
@@ -55,15 +55,19 @@ def group_workflow(
     stop: float,
     intervals: Intervals,
     submitted_at: Callable[[TaskGroup], float | None] = lambda tg: None,
+    tree_groups: Sequence[TaskGroup] | None = None,
 ) -> Workflow:
     """The workflow of ``root``'s tree with each task group as one step.
 
     ``stop`` and ``intervals`` are the root's ``Span.stop`` and ``nthreads_intervals``,
     read once by the caller: Dask computes each by walking the whole subtree.
     ``submitted_at`` gives when a group's computation was submitted, so that the
-    critical path follows stages the client ran one after another.
+    critical path follows stages the client ran one after another. ``tree_groups``:
+    the tree's groups when the caller walked it already.
     """
-    groups = [tg for tg in root.traverse_groups() if tg.start and tg.stop]
+    if tree_groups is None:
+        tree_groups = list(root.traverse_groups())
+    groups = [tg for tg in tree_groups if tg.start and tg.stop]
     names = {id(tg): clean(str(tg.name)) for tg in groups}
     steps = [
         TaskRun(
@@ -101,6 +105,7 @@ def analyse_root(
     tally: Callable[[TaskGroup], Tally | None] = lambda tg: None,
     worker_threads: int = 0,
     memory_of: MemoryOf = lambda uuid: None,
+    tree_groups: Sequence[TaskGroup] | None = None,
 ) -> WorkflowAnalysis:
     """Critical path, efficiency, bottlenecks and diagnosis of a finished root
     (``stop``, ``intervals``: the root's own, read once; ``metrics_busy`` and
@@ -108,19 +113,25 @@ def analyse_root(
     tree, Dask's split of the thread-seconds the cluster offered it, and
     ``tree_metrics`` that tree's ``cumulative_worker_metrics``; ``tally``: what ran of
     each group, from :meth:`TaskGroups.tally`; ``worker_threads``: most threads of one
-    worker; ``memory_of``: the memory ledger of each span of the tree).
+    worker; ``memory_of``: the memory ledger of each span of the tree; ``tree_groups``:
+    its groups, when the caller walked the tree already: the tree is walked, and each
+    group's durations read, once).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
     offered thread-seconds, busy never less than the tasks' compute time."""
+    if tree_groups is None:
+        tree_groups = list(root.traverse_groups())
+    # Dask builds a new mapping on each read of a group's all_durations
+    durations = [tg.all_durations for tg in tree_groups]
     compute_by_prefix: dict[str, float] = {}
-    for tg in root.traverse_groups():
-        compute = tg.all_durations.get("compute", 0.0)
+    for tg, group_durations in zip(tree_groups, durations, strict=True):
+        compute = group_durations.get("compute", 0.0)
         if compute:
             prefix = clean(tg.prefix.name)
             compute_by_prefix[prefix] = compute_by_prefix.get(prefix, 0.0) + compute
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
-    workflow = group_workflow(root, stop, intervals, submitted_at)
+    workflow = group_workflow(root, stop, intervals, submitted_at, tree_groups)
     path = critical_path(workflow)
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
     efficiency = parallel_efficiency(
@@ -136,6 +147,7 @@ def analyse_root(
         peak_threads=max((n for _, _, n in intervals), default=0),
         worker_threads=worker_threads,
         memory_of=memory_of,
+        tree_groups=list(zip(tree_groups, durations, strict=True)),
     )
     return WorkflowAnalysis(
         sequential_time=sequential,
@@ -173,9 +185,12 @@ def root_evidence(
     worker_threads: int,
     memory_of: MemoryOf = lambda uuid: None,
     now: float | None = None,
+    tree_groups: Sequence[tuple[TaskGroup, Mapping[str, float]]] | None = None,
 ) -> Evidence:
     """The diagnosis's evidence of a finished root: O(its groups + its sub-spans'
-    own metric keys), on the event loop with the rest of the root's analysis."""
+    own metric keys), on the event loop with the rest of the root's analysis
+    (``tree_groups``: the tree's groups with their ``all_durations``, when read
+    already)."""
     now = time() if now is None else now
     spans: dict[str, dict[str, float]] = {}
     names: dict[str, str] = {}
@@ -196,13 +211,15 @@ def root_evidence(
         pauses, lost = pauses + ledger.pauses, lost + ledger.workers_lost
         pause_s += ledger.pause_seconds_at(now)
     root_ledger = ledgers.get(root.id)
+    if tree_groups is None:
+        tree_groups = [(tg, tg.all_durations) for tg in root.traverse_groups()]
     groups = []
-    for tg in root.traverse_groups():
+    for tg, group_durations in tree_groups:
         span_id = str(tg.span_id or "")
         ledger = ledgers.get(span_id)
         held = ledger.groups.get(tg.name) if ledger is not None else None
         counts = tally(tg)
-        durations = {str(k): float(v) for k, v in tg.all_durations.items()}
+        durations = {str(k): float(v) for k, v in group_durations.items()}
         runs = counts.runs if counts else 0
         slowest = counts.slowest_s if counts and counts.slowest_s > 0 else None
         typical = None

@@ -9,7 +9,9 @@ touch the OTel SDK.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from distributed.collections import sum_mappings
 
 from otel_spans import semconv
 from otel_spans.config import CodeCapture
@@ -182,6 +184,35 @@ def busy_and_idle(tree: Mapping[Any, float]) -> tuple[float, float]:
     return busy, idle
 
 
+class TreeTimes(NamedTuple):
+    """A span tree's ``Span.stop``, ``nthreads_intervals`` and ``active_cpu_seconds``,
+    read together: Dask computes each by walking the whole subtree, and the CPU by
+    computing the intervals (which read ``stop`` twice) once more."""
+
+    stop: float
+    intervals: list[tuple[float, float, int]]
+    active_cpu_seconds: float
+
+
+def tree_times(span: Span) -> TreeTimes:
+    """:class:`TreeTimes` of ``span``, its CPU integrated as Dask's property does."""
+    stop = span.stop
+    intervals = span.nthreads_intervals
+    return TreeTimes(stop, intervals, sum((t1 - t0) * n for t0, t1, n in intervals))
+
+
+def tree_metrics(span: Span, active_cpu_seconds: float) -> dict[Any, float]:
+    """``Span.cumulative_worker_metrics`` with the tree's ``active_cpu_seconds`` given
+    (read once by the caller), computed as Dask's property does: the sum of the tree's
+    own metrics, and the seconds no task accounts for under Dask's idle key."""
+    out: dict[Any, float] = sum_mappings(
+        node._cumulative_worker_metrics for node in span.traverse_spans()
+    )
+    known = sum(v for k, v in out.items() if k[0] == "execute" and k[-1] == "seconds")
+    out[IDLE_KEY] = max(0.0, active_cpu_seconds - known)
+    return out
+
+
 def live_cpu_seconds(span: Span) -> float:
     """``Span.active_cpu_seconds`` of a running span, up to its latest finished task.
 
@@ -216,9 +247,10 @@ def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[Sp
     own = span.groups
     events = []
     for computation in list(scheduler.computations):
-        shared = len(computation.groups & own)
-        if not shared:
+        groups = computation.groups
+        if not own or groups.isdisjoint(own):  # most: no set built
             continue
+        shared = len(groups & own)
         attrs: tuple[tuple[str, str | int], ...] = (
             (semconv.DASK_COMPUTATION_ID, str(computation.id)),
             (semconv.DASK_COMPUTATION_GROUPS, shared),

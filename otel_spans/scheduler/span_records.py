@@ -144,7 +144,11 @@ def span_record(
         else:
             parent_span_id = caller.span_id
             parent_remote = caller.remote
-    stop = span.stop
+    # Dask computes each of stop, thread intervals, CPU made available and the tree's
+    # worker metrics by walking the whole subtree (a root with 5,000 sub-spans: tens
+    # of ms each; its CPU and metrics compute the intervals again): read once.
+    times = snapshots.tree_times(span)
+    stop = times.stop
     groups = list(span.traverse_groups()) if full else []
     first, last = start, max(stop, start)
     if groups and group_bounds is not None and not continuation:
@@ -155,15 +159,13 @@ def span_record(
         events = snapshots.computation_events(scheduler, span, settings.code_snippet_length)
     if full:
         events += snapshot.lost_events
-    # Dask computes each of these by walking the whole subtree (a root with 5,000
-    # sub-spans: tens of ms each): read once per export.
-    active_cpu_seconds = span.active_cpu_seconds
+    active_cpu_seconds = times.active_cpu_seconds
     analysis: WorkflowAnalysis | None = None
     idle = None
     events_dropped = 0
     if snapshot.is_root and snapshot.done:
-        intervals = span.nthreads_intervals
-        tree = span.cumulative_worker_metrics
+        intervals = times.intervals
+        tree = snapshots.tree_metrics(span, active_cpu_seconds)
         busy, idle = snapshots.busy_and_idle(tree)
         analysis = analyse_root(
             span,
@@ -176,6 +178,7 @@ def span_record(
             tally=tally_of or (lambda tg: None),
             worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
             memory_of=memory_of or (lambda uuid: None),
+            tree_groups=groups if full else None,
         )
         if full:
             changes, events_dropped = nthreads_events(intervals)

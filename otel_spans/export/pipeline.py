@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from otel_spans.export.outcome import Delivery
@@ -69,7 +69,9 @@ class PipelineStats:
         return self.dropped + self.failed + self.too_large + self.unsent + self.suppressed
 
     def as_dict(self) -> dict[str, int | str]:
-        return {**asdict(self), "lost": self.lost}
+        # Not dataclasses.asdict: it deep-copies every field, and the metric reader
+        # reads these counters several times per collection. The fields are all flat.
+        return {**vars(self), "lost": self.lost}
 
 
 class ExportPipeline(Generic[R]):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ import yaml
 
 from otel_spans import settings as _settings
 from otel_spans.config.parsers import _WARNED as _WARNED  # tests clear it
-from otel_spans.config.parsers import NAMESPACE, Boolean, warn_ignored
+from otel_spans.config.parsers import NAMESPACE, Boolean, warn_calls, warn_ignored
 from otel_spans.config.resolve import Resolver, canonical
 from otel_spans.config.structured import TraceUrl
 from otel_spans.config.table import OTEL_VARIABLES, ROWS, SETTINGS
@@ -130,6 +130,40 @@ def register_defaults() -> None:
     dask.config.update_defaults(defaults)
 
 
+#: Types whose values parse alike whenever they are equal (and of the same type).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+#: The last settings resolved per class, with the key of what they were resolved from.
+_last: dict[type, tuple[Hashable, Settings]] = {}
+
+
+def _frozen(value: Any) -> Hashable:
+    """A key of plain configuration data; ``1``, ``1.0`` and ``True`` differ in it, as
+    they do to the parsers. TypeError for anything else: its parse is not vouched for."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return (kind, value)
+    if kind is dict:
+        return (dict, tuple((_frozen(k), _frozen(v)) for k, v in value.items()))
+    if kind is list or kind is tuple:
+        return (kind, tuple(_frozen(v) for v in value))
+    raise TypeError(kind)
+
+
+def _otel_variables(environ: Mapping[str, str]) -> Hashable:
+    """Every variable the settings may read (the table's are all ``OTEL_*``)."""
+    return tuple(sorted((k, v) for k, v in environ.items() if k.startswith("OTEL_")))
+
+
+def _reusable(settings: _settings.Settings) -> bool:
+    """Whether settings hold nothing that depends on more than the configuration: a
+    certificate path is checked against the file system at each resolution."""
+    targets = (settings.traces.target, settings.metrics.target, settings.logs.target)
+    return all(
+        t.certificate is None and t.client_certificate is None and t.client_key is None
+        for t in targets
+    )
+
+
 class Settings(_settings.Settings):
     """:class:`otel_spans.settings.Settings`, with the constructor that reads dask.config.
 
@@ -143,11 +177,33 @@ class Settings(_settings.Settings):
         overrides: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Settings:
-        """Resolve the settings from dask.config (+ ``overrides``) and ``environ``."""
-        raw = dask.config.merge(load_defaults()[NAMESPACE], dask.config.get(NAMESPACE, {}))
+        """Resolve the settings from dask.config (+ ``overrides``) and ``environ``.
+
+        The last resolution is reused while its inputs are the same (the ``otel-spans``
+        dask.config values, the overrides and the ``OTEL_*`` variables, compared by
+        type and value): a cluster start resolves them on the scheduler and again on
+        each worker of the process, and a resolution costs about half a millisecond.
+        Settings are frozen; one that warned about a variable or read a certificate's
+        path is resolved again each time, so that it warns and fails as before.
+        """
+        env = os.environ if environ is None else environ
+        user = dask.config.get(NAMESPACE, {})
+        key: Hashable | None
+        try:
+            key = (_frozen(user), _frozen(dict(overrides or {})), _otel_variables(env))
+        except TypeError:
+            key = None
+        last = _last.get(cls)
+        if key is not None and last is not None and last[0] == key:
+            return last[1]
+        warned = warn_calls()
+        raw = dask.config.merge(load_defaults()[NAMESPACE], user)
         if overrides:
             raw = dask.config.merge(raw, canonical(dict(overrides)))
-        return Resolver(raw, os.environ if environ is None else environ).settings(cls)
+        settings = Resolver(raw, env).settings(cls)
+        if key is not None and warn_calls() == warned and _reusable(settings):
+            _last[cls] = (key, settings)
+        return settings
 
 
 def trace_url_template(value: Any) -> str | None:

@@ -35,14 +35,25 @@ _WARNED: set[tuple[str, str]] = set()
 _WARNED_LOCK = threading.Lock()
 #: Key of those digests, new in every process.
 _DIGEST_KEY = os.urandom(16)
+#: Calls of :func:`warn_ignored` so far, said or not: a resolution that made one is not
+#: reused (``otel_spans.config.Settings.from_config``), so that it warns again when
+#: ``_WARNED`` forgets (tests) exactly as it did before.
+_warn_calls = 0
+
+
+def warn_calls() -> int:
+    """How many times :func:`warn_ignored` was called in this process."""
+    return _warn_calls
 
 
 def warn_ignored(name: str, value: str, why: str) -> None:
     """Log once that an ``OTEL_*`` variable's value is ignored, and why.
 
     ``why`` is logged as given: a caller whose value may be secret leaves it out."""
+    global _warn_calls
     digest = hashlib.blake2b(f"{value}\0{why}".encode(), key=_DIGEST_KEY).hexdigest()
     with _WARNED_LOCK:
+        _warn_calls += 1
         if (name, digest) in _WARNED:
             return
         _WARNED.add((name, digest))

@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from otel_spans.export.outcome import Delivery
@@ -69,7 +69,9 @@ class PipelineStats:
         return self.dropped + self.failed + self.too_large + self.unsent + self.suppressed
 
     def as_dict(self) -> dict[str, int | str]:
-        return {**asdict(self), "lost": self.lost}
+        # Not dataclasses.asdict: it deep-copies every field, and the metric reader
+        # reads these counters several times per collection. The fields are all flat.
+        return {**vars(self), "lost": self.lost}
 
 
 class ExportPipeline(Generic[R]):
@@ -124,6 +126,8 @@ class ExportPipeline(Generic[R]):
             target=self._run, name=f"otel-spans-{signal}-exporter", daemon=True
         )
         self._started = False
+        #: When :meth:`stop` must be done by: set by :meth:`flush`.
+        self._deadline = 0.0
         #: Orders the first records' producers; taken once per producer at most.
         self._start_lock = threading.Lock()
 
@@ -267,13 +271,24 @@ class ExportPipeline(Generic[R]):
     # -- shutdown -----------------------------------------------------------------------
     def close(self, timeout: float) -> PipelineStats:
         """Flush for at most ``timeout`` seconds, then give up; blocking, call off the loop."""
-        deadline = time.monotonic() + timeout
+        self.flush(timeout)
+        return self.stop()
+
+    def flush(self, timeout: float) -> None:
+        """The first half of :meth:`close`: take no more records and send what is queued,
+        for at most ``timeout`` seconds; the transport stays open until :meth:`stop`.
+
+        Signals flushes every pipeline before it stops any: a transport (a gRPC channel)
+        open while the next one sends keeps gRPC running between them instead of
+        starting and stopping it once per pipeline.
+        """
+        self._deadline = time.monotonic() + timeout
         with self._start_lock:
             self._closing = True
             started = self._started
         self._wake.set()
         if started:
-            self._thread.join(max(0.0, deadline - time.monotonic()))
+            self._thread.join(max(0.0, self._deadline - time.monotonic()))
         with self._lock:
             # A batch still being sent when the deadline passed is abandoned with the
             # thread (a daemon): count it as unsent now, so no record goes uncounted.
@@ -281,11 +296,15 @@ class ExportPipeline(Generic[R]):
             self._sending = 0
             self._abandoned = True
             self._items.clear()
+
+    def stop(self) -> PipelineStats:
+        """The second half of :meth:`close` (after :meth:`flush`): stop the exporter, and
+        the final counters, with a warning when records were lost."""
         # Abort retries still in flight; the exporter's own shutdown can block, so it
-        # gets the rest of the budget, never more. Nothing was ever sent without the
-        # thread: then nothing is in flight, and no thread is needed to bound the stop.
-        if started:
-            call_with_deadline(self._stop, max(0.05, deadline - time.monotonic()))
+        # gets the rest of the budget, never more. With the thread gone (it finished, or
+        # never started) nothing is in flight: no thread is needed to bound the stop.
+        if self._thread.is_alive():
+            call_with_deadline(self._stop, max(0.05, self._deadline - time.monotonic()))
         else:
             try:
                 self._stop()

@@ -345,15 +345,17 @@ class Signals:
         share = timeout / 4
         if self.python_logs is not None:
             python_logs.detach(self.python_logs)
-        self.spans.close(share)
-        self.logs.close(share)
-        self.samples.close(share)
+        for pipeline in self._pipelines:
+            pipeline.flush(share)
         try:
-            # A final collection and export, bounded by the share of the deadline.
+            # A final collection and export, bounded by the share of the deadline; the
+            # pipelines' transports are still open (see ExportPipeline.flush).
             if self.meter_provider is not None:
                 self.meter_provider.shutdown(timeout_millis=share * 1000)
         except Exception:
             logger.exception("otel-spans: metrics shutdown failed")
+        for pipeline in self._pipelines:
+            pipeline.stop()
         if self.prometheus is not None:
             self.prometheus.close()
         self._release_metrics()

@@ -75,6 +75,10 @@ class _Export:
     The SDK drops the *oldest* queued span when the queue is full and only logs a
     rate-limited warning; the queue length is looked at before each hand-off so that
     every such drop is counted.
+
+    The processor (and its thread) starts with the first span to export: a worker that
+    runs no task starting a span (a cluster started and closed again) costs no thread
+    and no flush at close.
     """
 
     def __init__(self, settings: Settings):
@@ -83,40 +87,76 @@ class _Export:
         )
         self.queue_size = settings.queue_size
         self.shutdown_timeout = settings.shutdown_timeout
-        # Every option explicit: the SDK reads no OTEL_BSP_* variable, so worker spans
-        # are batched as every other signal of every process is (docs/configuration.md).
-        self.processor = BatchSpanProcessor(
-            self.exporter,
-            max_queue_size=settings.queue_size,
-            max_export_batch_size=min(settings.batch_size, settings.queue_size),
-            schedule_delay_millis=BATCH_WAIT * 1000,
-            export_timeout_millis=bounded(settings.traces.target.timeout) * 1000,
-        )
-        # Private in the SDK; without it drops go uncounted, nothing else changes.
-        batch = getattr(self.processor, "_batch_processor", None)
-        self._queue: Sequence[Any] | None = getattr(batch, "_queue", None)
+        self._batch_size = min(settings.batch_size, settings.queue_size)
+        self._export_timeout = bounded(settings.traces.target.timeout)
+        self.processor: BatchSpanProcessor | None = None
+        self._queue: Sequence[Any] | None = None
+        #: Orders the first span's start of the processor against close().
+        self._start_lock = threading.Lock()
         self._drop_lock = threading.Lock()
         self.dropped = 0
         self.closed = False
 
+    def _start(self) -> BatchSpanProcessor | None:
+        """The processor, started once; None once closed (or if it cannot start)."""
+        with self._start_lock:
+            if self.processor is None and not self.closed:
+                try:
+                    # Every option explicit: the SDK reads no OTEL_BSP_* variable, so
+                    # worker spans are batched as every other signal of every process is
+                    # (docs/configuration.md).
+                    processor = BatchSpanProcessor(
+                        self.exporter,
+                        max_queue_size=self.queue_size,
+                        max_export_batch_size=self._batch_size,
+                        schedule_delay_millis=BATCH_WAIT * 1000,
+                        export_timeout_millis=self._export_timeout * 1000,
+                    )
+                except Exception:  # never into the task's code: its spans are dropped
+                    logger.exception("otel-spans: the worker span processor did not start")
+                    return None
+                # Private in the SDK; without it drops go uncounted, nothing else changes.
+                batch = getattr(processor, "_batch_processor", None)
+                self._queue = getattr(batch, "_queue", None)
+                self.processor = processor
+            return self.processor
+
     def on_end(self, span: ReadableSpan) -> None:
         if not (span.context and span.context.trace_flags.sampled):
             return
+        processor = self.processor or self._start()
+        if processor is None or self.closed:
+            self._dropped()
+            return
         queue = self._queue
-        if self.closed or (queue is not None and len(queue) >= self.queue_size):
-            with self._drop_lock:
-                self.dropped += 1
-            if self.closed:
-                return
-        self.processor.on_end(span)
+        if queue is not None and len(queue) >= self.queue_size:
+            self._dropped()  # the SDK drops the oldest queued span for this one
+        processor.on_end(span)
+
+    def _dropped(self) -> None:
+        with self._drop_lock:
+            self.dropped += 1
 
     def queued(self) -> int:
         return len(self._queue) if self._queue is not None else 0
 
+    def force_flush(self, timeout_millis: int) -> bool:
+        processor = self.processor
+        return processor.force_flush(timeout_millis) if processor is not None else True
+
     def close(self) -> None:
-        """Flush for at most ``shutdown-timeout``, whatever the collector does."""
-        self.closed = True
-        call_with_deadline(self.processor.shutdown, self.shutdown_timeout)
+        """Flush for at most ``shutdown-timeout``, whatever the collector does; with no
+        span ever exported, only the exporter is shut down (nothing is in flight)."""
+        with self._start_lock:
+            self.closed = True
+            processor = self.processor
+        if processor is not None:
+            call_with_deadline(processor.shutdown, self.shutdown_timeout)
+        else:
+            try:
+                self.exporter.shutdown()
+            except Exception:
+                logger.exception("otel-spans: stopping the worker span exporter failed")
         stats = self.stats()
         lost = stats["dropped"] + stats["failed"] + stats["unsent"]
         if lost:
@@ -170,7 +210,7 @@ class WorkerSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         export = self.export
-        return export.processor.force_flush(timeout_millis) if export is not None else True
+        return export.force_flush(timeout_millis) if export is not None else True
 
 
 # -- the process-wide provider ------------------------------------------------------------------

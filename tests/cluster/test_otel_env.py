@@ -506,7 +506,7 @@ def test_the_workers_provider_takes_the_resolved_sampler_limits_and_batching(
         assert done.dropped_attributes == 2
         assert len(done.events[0].attributes) == 2 and len(done.links[0].attributes) == 1
         export = tracing._process.processor.export
-        assert export is not None
+        assert export is not None and export.processor is not None  # started by the span
         batch: Any = export.processor._batch_processor  # private: the delay is not exposed
         assert batch._schedule_delay == BATCH_WAIT  # otel-spans' batch wait, not OTEL_BSP_*
     finally:

@@ -164,7 +164,12 @@ def run_on_a_cluster(
         "distributed.scheduler.preload": ["otel_spans"],
         "distributed.worker.preload": ["otel_spans"],
         "otel-spans.endpoint": endpoint,
-        "otel-spans.traces.linger": "200ms",
+        # Longer than the caller's longest pause between stages: the scheduler sees no
+        # end of a `with span()` block, only tasks, so a root whose tasks are all done
+        # for longer than this is exported, and the next stage's tasks make a
+        # continuation (one span more than SPAN_COUNT). At 200 ms a loaded machine
+        # paused that long between "load" and "model" (tests/load-repeat: 28 of 27).
+        "otel-spans.traces.linger": "2s",
         "otel-spans.traces.poll-interval": "50ms",
         "otel-spans.traces.tasks.mode": "all",
         "otel-spans.metrics.interval": "500ms",

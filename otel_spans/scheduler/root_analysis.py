@@ -54,8 +54,8 @@ def group_workflow(
     root: Span,
     stop: float,
     intervals: Intervals,
-    submitted_at: Callable[[TaskGroup], float | None] = lambda tg: None,
-    tree_groups: Sequence[TaskGroup] | None = None,
+    submitted_at: Callable[[TaskGroup], float | None],
+    tree_groups: Sequence[TaskGroup],
 ) -> Workflow:
     """The workflow of ``root``'s tree with each task group as one step.
 
@@ -63,10 +63,8 @@ def group_workflow(
     read once by the caller: Dask computes each by walking the whole subtree.
     ``submitted_at`` gives when a group's computation was submitted, so that the
     critical path follows stages the client ran one after another. ``tree_groups``:
-    the tree's groups when the caller walked it already.
+    the tree's groups, walked once by :func:`analyse_root`.
     """
-    if tree_groups is None:
-        tree_groups = list(root.traverse_groups())
     groups = [tg for tg in tree_groups if tg.start and tg.stop]
     names = {id(tg): clean(str(tg.name)) for tg in groups}
     steps = [

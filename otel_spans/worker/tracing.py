@@ -114,6 +114,8 @@ class _Export:
                     )
                 except Exception:  # never into the task's code: its spans are dropped
                     logger.exception("otel-spans: the worker span processor did not start")
+                    # once: not tried (and logged) again for every span that follows
+                    self.closed = True
                     return None
                 # Private in the SDK; without it drops go uncounted, nothing else changes.
                 batch = getattr(processor, "_batch_processor", None)

@@ -195,7 +195,10 @@ class SpanTracker:
         """The tracked span of ``uuid``, tracked now if it is new (seen in a transition
         before any poll). A released span is tracked again only for new work
         (``reopen``): a task of it released later changes nothing."""
-        track = self._known(uuid) if reopen else self.tracks.get(uuid, self.released.get(uuid))
+        track = self.tracks.get(uuid)  # nearly always: the span is tracked
+        if track is not None:
+            return track
+        track = self._known(uuid) if reopen else self.released.get(uuid)
         if track is not None:
             return track
         ext = self.extension()

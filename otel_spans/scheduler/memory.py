@@ -82,17 +82,27 @@ class SpanMemory:
 
 
 def held_changed(memory: SpanMemory, group: str, delta: int) -> None:
-    """A result of ``group`` entered (``delta`` > 0) or left memory: O(1)."""
-    memory.held = max(memory.held + delta, 0)
-    memory.peak = max(memory.peak, memory.held)
-    state = memory.group(group)
+    """A result of ``group`` entered (``delta`` > 0) or left memory: O(1).
+
+    Written without ``max()`` and method calls: it runs twice per task."""
+    held = memory.held + delta
+    memory.held = held = held if held > 0 else 0
+    if held > memory.peak:
+        memory.peak = held
+    state = memory.groups.get(group)
+    if state is None:
+        state = memory.group(group)
     if state is not None:
-        state.held = max(state.held + delta, 0)
-        state.peak = max(state.peak, state.held)
+        held = state.held + delta
+        state.held = held = held if held > 0 else 0
+        if held > state.peak:
+            state.peak = held
     root = memory.root
     if root is not None:
-        root.tree_held = max(root.tree_held + delta, 0)
-        root.tree_peak = max(root.tree_peak, root.tree_held)
+        held = root.tree_held + delta
+        root.tree_held = held = held if held > 0 else 0
+        if held > root.tree_peak:
+            root.tree_peak = held
 
 
 def paused(memory: SpanMemory, worker: str, groups: tuple[str, ...], now: float) -> None:

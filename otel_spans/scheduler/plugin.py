@@ -40,6 +40,9 @@ _ACTIVE_STATES = frozenset({"waiting", "queued", "processing", "no-worker"})
 _FINAL_STATES = frozenset({"memory", "erred"})
 #: Transitions after which a span may have become done: the poll re-checks it.
 _SETTLING_STATES = _FINAL_STATES | {"released"}
+#: Transitions the hook follows; any other returns at once (a task leaving memory
+#: for another state is followed too: it held bytes).
+_WATCHED_STATES = _ACTIVE_STATES | _SETTLING_STATES
 #: States a task leaving for ``released`` ended a run from without a result kept: a
 #: lost worker, ``Reschedule``, a retry, a stale run (processing), ``Client.retry``
 #: (erred). Its next run, if any, is one more attempt.
@@ -72,18 +75,21 @@ class OtelSpansPlugin(PluginLifecycle):
 
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        active = finish in _ACTIVE_STATES
-        # A result entering or leaving memory changes its span's held bytes.
-        held = start == "memory" or finish == "memory"
-        if finish == "forgotten" and self._tracker is not None:
+        # Every task passes here four or five times: a transition otel-spans does not
+        # follow returns before any lookup, and a followed one makes few calls.
+        tracker = self._tracker
+        if tracker is None:
+            return
+        if finish == "forgotten":
             self._forgotten(key)
-            if not held:
+            if start != "memory":
                 return
-        if (not active and not held and finish not in _SETTLING_STATES) or self._budget.exhausted:
+        elif finish not in _WATCHED_STATES and start != "memory":
+            return
+        if self._budget.exhausted:
             return
         try:
-            tracker = self._tracker
-            if tracker is None or self.signals is None:
+            if self.signals is None:
                 return
             assert self._scheduler is not None
             ts = self._scheduler.tasks.get(key)
@@ -92,11 +98,15 @@ class OtelSpansPlugin(PluginLifecycle):
             uuid = ts.group.span_id
             if not uuid:
                 return
+            active = finish in _ACTIVE_STATES
             track = tracker.track_uuid(uuid, reopen=active)
             if track is None:
                 return
-            if held:
-                tracker.held_changed(ts, track, finish == "memory")
+            # A result entering or leaving memory changes its span's held bytes.
+            if finish == "memory":
+                tracker.held_changed(ts, track, True)
+            elif start == "memory":
+                tracker.held_changed(ts, track, False)
             if active:
                 tracker.became_active(uuid, track)
                 return
@@ -107,7 +117,8 @@ class OtelSpansPlugin(PluginLifecycle):
                 return
             if finish not in _FINAL_STATES or (finish == "memory" and start != "processing"):
                 return
-            compute = compute_seconds(kwargs.get("startstops"))
+            startstops = kwargs.get("startstops")
+            compute = compute_seconds(startstops) if startstops else 0.0
             tracker.task_finished(ts, start, finish, kwargs, track, compute)
         except Exception:
             self._internal_error("transition")

@@ -79,9 +79,6 @@ class TaskSampler(Generic[R]):
             tally = self._groups[group] = GroupTally()
         return tally
 
-    def _room(self, trace: int, policy: Policy) -> bool:
-        return self._per_trace.get(trace, 0) < policy.max_per_trace
-
     def _count(self, trace: int, n: int) -> None:
         self._per_trace[trace] = self._per_trace.get(trace, 0) + n
 
@@ -100,14 +97,19 @@ class TaskSampler(Generic[R]):
         when it joins the group's slowest (the caller must then :meth:`hold` the
         record), or None when it is dropped (counted here).
         """
-        tally = self._tally(group)
-        if policy.mode == "none":
+        # Runs for every finished task: the tally and per-trace lookups written out.
+        tally = self._groups.get(group)
+        if tally is None:
+            tally = self._groups[group] = GroupTally()
+        mode = policy.mode
+        if mode == "none":
             tally.dropped += 1
             return None
-        if not self._room(trace, policy):
+        kept_in_trace = self._per_trace.get(trace, 0)
+        if kept_in_trace >= policy.max_per_trace:
             tally.dropped += 1
             return None
-        if policy.mode == "all":
+        if mode == "all":
             reason: str | None = ALL
         elif must_keep is not None:
             reason = must_keep
@@ -120,7 +122,7 @@ class TaskSampler(Generic[R]):
             reason = None
         if reason is not None:
             tally.kept += 1
-            self._count(trace, 1)
+            self._per_trace[trace] = kept_in_trace + 1
             return reason
         if policy.slowest and (len(tally.held) < policy.slowest or duration > tally.held[0][0]):
             return "hold"

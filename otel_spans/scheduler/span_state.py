@@ -18,6 +18,7 @@ from otel_spans.config import TaskSettings
 from otel_spans.records import AttrValue, SpanRecord
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
+from otel_spans.telemetry.task_histogram import Series
 
 #: Finished workflows remembered for the workflows page.
 MAX_FINISHED_ROOTS = 100
@@ -105,6 +106,10 @@ class TrackedSpan:
     run_exported: dict[str, float] = field(default_factory=dict)
     #: Results held, pauses and lost workers of its own tasks (scheduler/memory.py).
     memory: SpanMemory = field(default_factory=SpanMemory)
+    #: prefix -> the duration histogram's series its successful tasks go to, resolved
+    #: at the prefix's first task (the labels are hashed once, not per task); emptied
+    #: when another copy's histogram takes over (``SpanTracker.inherit``).
+    duration_series: dict[str, Series] = field(default_factory=dict)
 
     @property
     def tags(self) -> tuple[str, ...]:

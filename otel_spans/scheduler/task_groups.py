@@ -206,7 +206,9 @@ class TaskGroups:
         id when that span is exported now, else 0 (dropped, or held among its group's
         slowest: see ``exemplar``)."""
         tg = ts.group
-        group = self.group(tg, span)
+        group = self._groups.get(tg)
+        if group is None:
+            group = self.group(tg, span)
         if finish == "memory":
             group.memory += 1
             if duration > group.slowest:
@@ -225,8 +227,10 @@ class TaskGroups:
         offset = self.clocks.offset(worker)
         bounds = run_bounds(kwargs.get("startstops"), offset)
         if bounds is not None:
-            group.first = min(group.first, bounds[0])
-            group.last = max(group.last, bounds[1])
+            if bounds[0] < group.first:
+                group.first = bounds[0]
+            if bounds[1] > group.last:
+                group.last = bounds[1]
         key = ts.key
         reruns = self._reruns.pop(key, 0) if self._reruns else 0
         must_keep = None

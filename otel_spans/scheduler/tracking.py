@@ -165,6 +165,8 @@ class SpanTracker:
         stopped: its final poll exported every span it knew, so none is exported again
         by this copy, and new work in one of them goes out as a continuation."""
         self.tracks.update(old.tracks)  # in place: the callers hold this dict
+        for track in self.tracks.values():
+            track.duration_series = {}  # the old copy's histogram: this one has its own
         self.released.update(old.released)
         self._discovered = max(self._discovered, old._discovered)
         self.callers.inherit(old.callers)
@@ -195,7 +197,10 @@ class SpanTracker:
         """The tracked span of ``uuid``, tracked now if it is new (seen in a transition
         before any poll). A released span is tracked again only for new work
         (``reopen``): a task of it released later changes nothing."""
-        track = self._known(uuid) if reopen else self.tracks.get(uuid, self.released.get(uuid))
+        track = self.tracks.get(uuid)  # nearly always: the span is tracked
+        if track is not None:
+            return track
+        track = self._known(uuid) if reopen else self.released.get(uuid)
         if track is not None:
             return track
         ext = self.extension()
@@ -241,28 +246,37 @@ class SpanTracker:
         compute: float,
     ) -> None:
         """A task of ``track`` reached memory (having computed) or erred."""
+        identity = track.identity
         task_span_id = 0
         if self.task_groups is not None:
             task_span_id = self.task_groups.task_finished(
-                ts, start, finish, kwargs, track.identity, compute
+                ts, start, finish, kwargs, identity, compute
             )
         prefix = ts.group.prefix.name
         counter = (prefix, finish)
         track.finished[counter] = track.finished.get(counter, 0) + 1
         if finish == "memory":
             track.output[prefix] = track.output.get(prefix, 0) + (kwargs.get("nbytes") or 0)
-        if kwargs.get("startstops") and (finish == "memory" or start == "processing"):
-            # The compute time into the duration histogram (a task that raised too,
-            # under its error.type); an exemplar when the task has a span.
-            error_type = "" if finish == "memory" else exception_type(kwargs, LABEL_LENGTH)
+        if not kwargs.get("startstops"):
+            return
+        # The compute time into the duration histogram (a task that raised too, under
+        # its error.type); an exemplar when the task has a span.
+        if finish == "memory":
+            series = track.duration_series.get(prefix)
+            if series is None:
+                series = track.duration_series[prefix] = self._signals.task_series(
+                    identity.tags, identity.labels, prefix
+                )
+            self._signals.task_durations.record_in(series, compute, identity.trace_id, task_span_id)
+        elif start == "processing":
             self._signals.record_task_duration(
-                track.tags,
-                track.identity.labels,
+                identity.tags,
+                identity.labels,
                 prefix,
                 compute,
-                track.trace_id,
+                identity.trace_id,
                 task_span_id,
-                error_type,
+                exception_type(kwargs, LABEL_LENGTH),
             )
 
     def held_changed(self, ts: TaskState, track: TrackedSpan, entered: bool) -> None:

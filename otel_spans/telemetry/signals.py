@@ -40,7 +40,7 @@ from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord
 from otel_spans.telemetry import logs, python_logs, traces
 from otel_spans.telemetry.metric_state import MetricsState
 from otel_spans.telemetry.metrics import Instruments
-from otel_spans.telemetry.task_histogram import TaskDurationHistogram
+from otel_spans.telemetry.task_histogram import Series, TaskDurationHistogram
 
 #: Everything that becomes spans: Dask spans, task groups, task runs (with phases).
 TraceRecord = SpanRecord | GroupRecord | TaskRecord | DeferredTask
@@ -280,6 +280,12 @@ class Signals:
         if error_type:
             attrs = (*attrs, (semconv.ERROR_TYPE, clean(error_type, LABEL_LENGTH)))
         self.task_durations.record(attrs, seconds, trace_id, span_id)
+
+    def task_series(self, tags: tuple[str, ...], labels: Attrs, prefix: str) -> Series:
+        """The duration histogram's series of a span's prefix, for the per-task path to
+        keep (:meth:`TaskDurationHistogram.record_in`): the labels are resolved, and
+        counted against their budgets, once per span and prefix instead of per task."""
+        return self.task_durations.series(self.metric_state.task_labels(tags, labels, prefix))
 
     def task_exemplar(
         self,

@@ -34,7 +34,10 @@ BOUNDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
 @dataclass
-class _Series:
+class Series:
+    """One series' buckets and totals. A series, once made, stays for the histogram's
+    life: the per-task path may keep it (:meth:`TaskDurationHistogram.series`)."""
+
     counts: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS) + 1))
     count: int = 0
     total: float = 0.0
@@ -46,8 +49,8 @@ class _Series:
     #: (a delta point carries its own interval's extremes, not all-time ones).
     windows: dict[int, list[float]] = field(default_factory=dict)
 
-    def copy(self) -> _Series:
-        return _Series(
+    def copy(self) -> Series:
+        return Series(
             list(self.counts), self.count, self.total, self.low, self.high, dict(self.exemplars)
         )
 
@@ -60,22 +63,32 @@ class TaskDurationHistogram:
     """Per-series bucket counts of task compute times; thread-safe."""
 
     def __init__(self) -> None:
-        self._series: dict[Attrs, _Series] = {}
+        self._series: dict[Attrs, Series] = {}
         self._lock = threading.Lock()
         self._start_ns = time.time_ns()
         #: Per exporter (by id) the totals it last reported, for delta temporality.
-        self._reported: dict[int, tuple[int, dict[Attrs, _Series]]] = {}
+        self._reported: dict[int, tuple[int, dict[Attrs, Series]]] = {}
         #: Readers collecting deltas, whose min and max each series keeps (a few at most).
         self._delta_readers: tuple[int, ...] = ()
 
-    def record(self, attrs: Attrs, value: float, trace_id: int = 0, span_id: int = 0) -> None:
-        index = bisect.bisect_left(BOUNDS, value)
+    def series(self, attrs: Attrs) -> Series:
+        """The series of ``attrs``, made now if new; the caller may keep it and
+        :meth:`record_in` it, which saves hashing ``attrs`` per task."""
         with self._lock:
             series = self._series.get(attrs)
             if series is None:
-                series = self._series[attrs] = _Series()
+                series = self._series[attrs] = Series()
                 for reader in self._delta_readers:
                     series.windows[reader] = _empty_window()
+            return series
+
+    def record(self, attrs: Attrs, value: float, trace_id: int = 0, span_id: int = 0) -> None:
+        self.record_in(self.series(attrs), value, trace_id, span_id)
+
+    def record_in(self, series: Series, value: float, trace_id: int = 0, span_id: int = 0) -> None:
+        """One value into a series of this histogram (from :meth:`series`)."""
+        index = bisect.bisect_left(BOUNDS, value)
+        with self._lock:
             series.counts[index] += 1
             series.count += 1
             series.total += value
@@ -118,7 +131,7 @@ class TaskDurationHistogram:
                         extremes[attrs] = (s.low, s.high)
                     s.windows[reader] = _empty_window()
         start = self._start_ns
-        previous: dict[Attrs, _Series] = {}
+        previous: dict[Attrs, Series] = {}
         if delta:
             start, previous = self._reported.get(reader, (self._start_ns, {}))
             self._reported[reader] = (now, current)

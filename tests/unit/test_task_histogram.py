@@ -1,11 +1,20 @@
-"""The self-aggregated task duration histogram: the SDK's data shape, both temporalities."""
+"""The self-aggregated task duration histogram: the SDK's data shape, both temporalities,
+and the series the scheduler's per-task path records into."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
+import dask.config
+import pytest
+from distributed import Client, Scheduler, span
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 
+from otel_spans import OtelSpansPlugin
 from otel_spans.telemetry.task_histogram import BOUNDS, TaskDurationHistogram
+from tests.support.cluster import await_until, cluster_test
 
 ATTRS = (("dask.span.name", "wf"), ("dask.task.prefix", "inc"))
 
@@ -99,3 +108,71 @@ def test_a_series_new_since_a_delta_readers_first_collection_has_its_own_extreme
     (point,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
     assert dict(point.attributes) == dict(other)
     assert (point.min, point.max) == (3.0, 7.0)
+
+
+def _finished(now: float) -> dict[str, object]:
+    """A worker's task-finished message: 10 ms of compute."""
+    phase = {"action": "compute", "start": now - 0.02, "stop": now - 0.01}
+    return {"worker": "tcp://127.0.0.1:1", "nbytes": 8, "startstops": (phase,)}
+
+
+def _counts(plugin: OtelSpansPlugin) -> dict[tuple[str, str], int]:
+    """(Dask span name, prefix) -> tasks counted in the copy's duration histogram."""
+    assert plugin.signals is not None
+    return {
+        (p.attributes["dask.span.name"], p.attributes["dask.task.prefix"]): p.count
+        for p in points(plugin.signals.task_durations.inject(collected()))  # type: ignore[arg-type]
+    }
+
+
+@cluster_test(60)
+async def test_each_span_and_prefix_counts_its_tasks_in_the_running_copys_histogram(
+    tmp_path: Path,
+) -> None:
+    """The per-task path keeps each span's series per prefix (the labels are resolved
+    once). Catches: a series kept per span and not per prefix (x and y counted
+    together), or kept across a takeover (the new copy's histogram stays empty while
+    the closed copy's grows)."""
+    config = {
+        "otel-spans.traces.exporter": "file",
+        "otel-spans.metrics.exporter": "none",
+        "otel-spans.logs.exporter": "none",
+        "otel-spans.directory": str(tmp_path),
+        "otel-spans.traces.poll-interval": "1h",
+        "otel-spans.metrics.interval": "1h",
+    }
+    with dask.config.set(config):
+        async with (
+            Scheduler(host="127.0.0.1", port=0, dashboard_address=":0") as scheduler,
+            Client(scheduler.address, asynchronous=True) as client,
+        ):
+            await client.register_plugin(OtelSpansPlugin())
+            first = scheduler.plugins[OtelSpansPlugin.name]
+            designed = {("wf/a", "x"): 3, ("wf/a", "y"): 2, ("wf/b", "x"): 4}
+            keys: dict[tuple[str, str], list[tuple[str, int]]] = {}
+            futures = []
+            with span("wf"):
+                for (name, prefix), n in designed.items():
+                    with span(name.split("/")[1]):
+                        batch = [(f"{prefix}-{name}", i) for i in range(n)]
+                        keys[name, prefix] = batch
+                        futures += client.map(abs, range(n), key=batch)
+            every = [key for batch in keys.values() for key in batch]
+            await await_until(lambda: all(k in scheduler.tasks for k in every))
+            now = time.time()
+
+            def finish(plugin: OtelSpansPlugin, batch: list[tuple[str, int]]) -> None:
+                for key in batch:
+                    plugin.transition(key, "processing", "memory", **_finished(now))
+
+            for batch in keys.values():
+                finish(first, batch)
+            assert _counts(first) == designed
+
+            with pytest.warns(UserWarning, match="overwriting"):
+                await client.register_plugin(OtelSpansPlugin())
+            second = scheduler.plugins[OtelSpansPlugin.name]
+            assert second is not first
+            finish(second, keys["wf/a", "x"])
+            assert _counts(second) == {("wf/a", "x"): 3}
+            await client.cancel(futures)

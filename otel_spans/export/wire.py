@@ -189,18 +189,34 @@ def _key_values(
     the SDK does."""
     parts: list[bytes] = []
     dropped = 0
+    # Every attribute of every record passes here: the scalar kinds are encoded inline
+    # (by exact type; subclasses and sequences go through _any_value), and each length
+    # below 128 is its one byte, without the helpers' calls.
     for key, value in attributes.items():
         if value is None:
             continue
         if len(parts) == max_count:
             dropped += 1
             continue
-        if type(value) is str:  # the common case, without the dispatch of _any_value
-            text = _text(value, max_length)
-            any_value = _message(_KV_VALUE, _message(_ANY_STRING, text))
+        if type(value) is str:
+            try:
+                text = value[:max_length].encode("utf-8")
+            except UnicodeEncodeError:
+                text = _text(value, max_length)
+            size = len(text)
+            any_value = _ANY_STRING + (_SMALL[size] if size < 0x80 else _varint(size)) + text
+        elif type(value) is int and _INT64_MIN <= value <= _INT64_MAX:
+            any_value = _ANY_INT + _varint(value)
+        elif type(value) is float:
+            any_value = _ANY_DOUBLE + _pack_double(value)
+        elif type(value) is bool:
+            any_value = _ANY_BOOL + _SMALL[value]
         else:
-            any_value = _message(_KV_VALUE, _any_value(value, max_length))
-        parts.append(_message(tag, _key(key) + any_value))
+            any_value = _any_value(value, max_length)
+        size = len(any_value)
+        pair = _key(key) + _KV_VALUE + (_SMALL[size] if size < 0x80 else _varint(size)) + any_value
+        size = len(pair)
+        parts.append(tag + (_SMALL[size] if size < 0x80 else _varint(size)) + pair)
     return b"".join(parts), dropped
 
 

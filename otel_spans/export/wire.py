@@ -13,24 +13,29 @@ same way, for the same reason.
 
 The output is an ordinary ``ExportTraceServiceRequest`` or ``ExportLogsServiceRequest``;
 ``tests/unit/test_otlp_wire.py`` checks it field by field against the SDK's encoders. Field
-numbers are those of ``opentelemetry/proto/trace/v1/trace.proto``,
-``logs/v1/logs.proto`` and ``common/v1/common.proto``.
+numbers are those of ``opentelemetry/proto/trace/v1/trace.proto`` and
+``logs/v1/logs.proto``; the values and attributes every message carries, and the wire
+format's primitives, are :mod:`otel_spans.export.protobuf`'s.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
-from otel_spans.names import clean
+from otel_spans.export.protobuf import (
+    SMALL,
+    key_values,
+    length_delimited,
+    message,
+    nested_value,
+    pack_fixed32,
+    pack_fixed64,
+    tag,
+    utf8,
+    varint,
+)
 from otel_spans.settings import RecordLimits
-
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_pack_fixed64 = struct.Struct("<Q").pack
-_pack_double = struct.Struct("<d").pack
-_pack_fixed32 = struct.Struct("<I").pack
 
 #: ``Span.flags`` / ``Link.flags``: bits 0-7 are the W3C trace flags (0x01: sampled),
 #: bit 8 says that bit 9 is known, bit 9 that the parent (or linked) span is remote.
@@ -50,158 +55,38 @@ KIND_INTERNAL, KIND_CONSUMER = 1, 5
 STATUS_UNSET, STATUS_ERROR = 0, 2
 
 
-def _varint(value: int) -> bytes:
-    """A base-128 varint; negative int64 values as their 10-byte two's complement."""
-    if 0 <= value < 0x80:
-        return _SMALL[value]
-    if value < 0:
-        value += 1 << 64
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL = [bytes([i]) for i in range(0x80)]
-
-
-def _tag(field: int, wire_type: int) -> bytes:
-    return _varint(field << 3 | wire_type)
-
-
-def _length_delimited(field: int) -> bytes:
-    return _tag(field, 2)
-
-
-def _message(tag: bytes, payload: bytes) -> bytes:
-    size = len(payload)
-    return tag + (_SMALL[size] if size < 0x80 else _varint(size)) + payload
-
-
 # Tags, by message (wire type 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32).
-_KV_KEY, _KV_VALUE = _length_delimited(1), _length_delimited(2)
-_ANY_STRING, _ANY_BOOL, _ANY_INT = _length_delimited(1), _tag(2, 0), _tag(3, 0)
-_ANY_DOUBLE, _ANY_ARRAY = _tag(4, 1), _length_delimited(5)
-_ANY_KVLIST, _ANY_BYTES = _length_delimited(6), _length_delimited(7)
-_ARRAY_VALUES = _length_delimited(1)
-_KVLIST_VALUES = _length_delimited(1)
-_SPAN_TRACE_ID, _SPAN_SPAN_ID, _SPAN_PARENT = (_length_delimited(n) for n in (1, 2, 4))
-_SPAN_NAME, _SPAN_KIND = _length_delimited(5), _tag(6, 0)
-_SPAN_START, _SPAN_END = _tag(7, 1), _tag(8, 1)
-_SPAN_ATTRIBUTE, _SPAN_DROPPED_ATTRIBUTES = _length_delimited(9), _tag(10, 0)
-_SPAN_EVENT, _SPAN_DROPPED_EVENTS = _length_delimited(11), _tag(12, 0)
-_SPAN_LINK, _SPAN_DROPPED_LINKS = _length_delimited(13), _tag(14, 0)
-_SPAN_STATUS, _SPAN_FLAGS = _length_delimited(15), _tag(16, 5)
-_EVENT_TIME, _EVENT_NAME = _tag(1, 1), _length_delimited(2)
-_EVENT_ATTRIBUTE, _EVENT_DROPPED_ATTRIBUTES = _length_delimited(3), _tag(4, 0)
-_LINK_TRACE_ID, _LINK_SPAN_ID = _length_delimited(1), _length_delimited(2)
-_LINK_ATTRIBUTE, _LINK_DROPPED_ATTRIBUTES = _length_delimited(4), _tag(5, 0)
-_LINK_FLAGS = _tag(6, 5)
-_STATUS_MESSAGE, _STATUS_CODE = _length_delimited(2), _tag(3, 0)
-_LOG_TIME, _LOG_SEVERITY_NUMBER = _tag(1, 1), _tag(2, 0)
-_LOG_SEVERITY_TEXT, _LOG_BODY = _length_delimited(3), _length_delimited(5)
-_LOG_ATTRIBUTE, _LOG_DROPPED_ATTRIBUTES = _length_delimited(6), _tag(7, 0)
-_LOG_FLAGS, _LOG_TRACE_ID, _LOG_SPAN_ID = _tag(8, 5), _length_delimited(9), _length_delimited(10)
-_LOG_OBSERVED_TIME, _LOG_EVENT_NAME = _tag(11, 1), _length_delimited(12)
+_SPAN_TRACE_ID, _SPAN_SPAN_ID, _SPAN_PARENT = (length_delimited(n) for n in (1, 2, 4))
+_SPAN_NAME, _SPAN_KIND = length_delimited(5), tag(6, 0)
+_SPAN_START, _SPAN_END = tag(7, 1), tag(8, 1)
+_SPAN_ATTRIBUTE, _SPAN_DROPPED_ATTRIBUTES = length_delimited(9), tag(10, 0)
+_SPAN_EVENT, _SPAN_DROPPED_EVENTS = length_delimited(11), tag(12, 0)
+_SPAN_LINK, _SPAN_DROPPED_LINKS = length_delimited(13), tag(14, 0)
+_SPAN_STATUS, _SPAN_FLAGS = length_delimited(15), tag(16, 5)
+_EVENT_TIME, _EVENT_NAME = tag(1, 1), length_delimited(2)
+_EVENT_ATTRIBUTE, _EVENT_DROPPED_ATTRIBUTES = length_delimited(3), tag(4, 0)
+_LINK_TRACE_ID, _LINK_SPAN_ID = length_delimited(1), length_delimited(2)
+_LINK_ATTRIBUTE, _LINK_DROPPED_ATTRIBUTES = length_delimited(4), tag(5, 0)
+_LINK_FLAGS = tag(6, 5)
+_STATUS_MESSAGE, _STATUS_CODE = length_delimited(2), tag(3, 0)
+_LOG_TIME, _LOG_SEVERITY_NUMBER = tag(1, 1), tag(2, 0)
+_LOG_SEVERITY_TEXT, _LOG_BODY = length_delimited(3), length_delimited(5)
+_LOG_ATTRIBUTE, _LOG_DROPPED_ATTRIBUTES = length_delimited(6), tag(7, 0)
+_LOG_FLAGS, _LOG_TRACE_ID, _LOG_SPAN_ID = tag(8, 5), length_delimited(9), length_delimited(10)
+_LOG_OBSERVED_TIME, _LOG_EVENT_NAME = tag(11, 1), length_delimited(12)
 #: ``LogRecord.flags``: the W3C "sampled" bit of the span a record belongs to.
-_LOG_FLAGS_SAMPLED = _LOG_FLAGS + _pack_fixed32(1)
+_LOG_FLAGS_SAMPLED = _LOG_FLAGS + pack_fixed32(1)
 # ExportTraceServiceRequest and ExportLogsServiceRequest (and their ResourceSpans /
 # ResourceLogs, ScopeSpans / ScopeLogs) number their fields alike.
-_REQUEST_RESOURCE_SPANS = _length_delimited(1)
-_RESOURCE_SPANS_RESOURCE, _RESOURCE_SPANS_SCOPE_SPANS = _length_delimited(1), _length_delimited(2)
-_RESOURCE_ATTRIBUTE = _length_delimited(1)
-_SCOPE_SPANS_SCOPE, _SCOPE_SPANS_SPAN = _length_delimited(1), _length_delimited(2)
-_SCOPE_NAME, _SCOPE_VERSION = _length_delimited(1), _length_delimited(2)
+_REQUEST_RESOURCE_SPANS = length_delimited(1)
+_RESOURCE_SPANS_RESOURCE, _RESOURCE_SPANS_SCOPE_SPANS = length_delimited(1), length_delimited(2)
+_RESOURCE_ATTRIBUTE = length_delimited(1)
+_SCOPE_SPANS_SCOPE, _SCOPE_SPANS_SPAN = length_delimited(1), length_delimited(2)
+_SCOPE_NAME, _SCOPE_VERSION = length_delimited(1), length_delimited(2)
 #: ``ScopeSpans.schema_url`` / ``ScopeLogs.schema_url``
-_SCOPE_SPANS_SCHEMA_URL = _length_delimited(3)
-_LOCAL_FLAGS = _SPAN_FLAGS + _pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
-_REMOTE_PARENT_FLAGS = _SPAN_FLAGS + _pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
-
-
-@lru_cache(maxsize=4096)
-def _key(key: str) -> bytes:
-    """``KeyValue.key`` with its tag: the same few dozen keys recur on every span."""
-    return _message(_KV_KEY, _text(key, len(key)))
-
-
-def _text(value: str, max_length: int) -> bytes:
-    try:
-        return value[:max_length].encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate is not UTF-8, and one bad string would make a collector
-        # refuse the whole batch: it becomes U+FFFD, as names do where they enter.
-        return clean(value, max_length).encode("utf-8")
-
-
-def _scalar(value: object, max_length: int) -> bytes:
-    """An ``AnyValue`` payload for one non-sequence value."""
-    if isinstance(value, str):
-        return _message(_ANY_STRING, _text(value, max_length))
-    if isinstance(value, bool):  # before int: bool is an int
-        return _ANY_BOOL + _SMALL[int(value)]
-    if isinstance(value, int):
-        if _INT64_MIN <= value <= _INT64_MAX:
-            return _ANY_INT + _varint(value)
-        return _message(_ANY_STRING, _text(str(value), max_length))
-    if isinstance(value, float):
-        return _ANY_DOUBLE + _pack_double(value)
-    return _message(_ANY_STRING, _text(str(value), max_length))
-
-
-def _any_value(value: object, max_length: int) -> bytes:
-    if isinstance(value, list | tuple):
-        items = b"".join(_message(_ARRAY_VALUES, _scalar(item, max_length)) for item in value)
-        return _message(_ANY_ARRAY, items)
-    return _scalar(value, max_length)
-
-
-def _nested_value(value: object, max_length: int) -> bytes:
-    """An ``AnyValue`` payload for a log body: maps, lists and bytes at any depth.
-
-    The caller bounds depth and size (:func:`otel_spans.logs.safe_body`); ``None`` is
-    an empty ``AnyValue``, as the SDK writes it.
-    """
-    if value is None:
-        return b""
-    if isinstance(value, bytes):
-        return _message(_ANY_BYTES, value)
-    if isinstance(value, Mapping):
-        pairs = b"".join(
-            _message(
-                _KVLIST_VALUES, _key(str(k)) + _message(_KV_VALUE, _nested_value(v, max_length))
-            )
-            for k, v in value.items()
-        )
-        return _message(_ANY_KVLIST, pairs)
-    if isinstance(value, list | tuple):
-        items = b"".join(_message(_ARRAY_VALUES, _nested_value(v, max_length)) for v in value)
-        return _message(_ANY_ARRAY, items)
-    return _scalar(value, max_length)
-
-
-def _key_values(
-    tag: bytes, attributes: Mapping[str, object], max_count: int, max_length: int
-) -> tuple[bytes, int]:
-    """Repeated ``KeyValue`` fields under ``tag``: the first ``max_count`` pairs, values
-    cut to ``max_length``, and how many were dropped. ``None`` values are left out, as
-    the SDK does."""
-    parts: list[bytes] = []
-    dropped = 0
-    for key, value in attributes.items():
-        if value is None:
-            continue
-        if len(parts) == max_count:
-            dropped += 1
-            continue
-        if type(value) is str:  # the common case, without the dispatch of _any_value
-            text = _text(value, max_length)
-            any_value = _message(_KV_VALUE, _message(_ANY_STRING, text))
-        else:
-            any_value = _message(_KV_VALUE, _any_value(value, max_length))
-        parts.append(_message(tag, _key(key) + any_value))
-    return b"".join(parts), dropped
+_SCOPE_SPANS_SCHEMA_URL = length_delimited(3)
+_LOCAL_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
+_REMOTE_PARENT_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,32 +116,32 @@ def _span_id(span_id: int) -> bytes:
 
 
 def _event(event: WireEvent, limits: RecordLimits) -> bytes:
-    attributes, dropped = _key_values(
+    attributes, dropped = key_values(
         _EVENT_ATTRIBUTE, event.attributes, limits.event_attribute_count, limits.attribute_length
     )
     out = (
         _EVENT_TIME
-        + _pack_fixed64(event.time_ns)
-        + _message(_EVENT_NAME, _text(event.name, limits.attribute_length))
+        + pack_fixed64(event.time_ns)
+        + message(_EVENT_NAME, utf8(event.name, limits.attribute_length))
         + attributes
     )
     if dropped:
-        out += _EVENT_DROPPED_ATTRIBUTES + _varint(dropped)
+        out += _EVENT_DROPPED_ATTRIBUTES + varint(dropped)
     return out
 
 
 def _link(link: WireLink, limits: RecordLimits) -> bytes:
-    attributes, dropped = _key_values(
+    attributes, dropped = key_values(
         _LINK_ATTRIBUTE, link.attributes, limits.link_attribute_count, limits.attribute_length
     )
     out = (
-        _message(_LINK_TRACE_ID, _trace_id(link.trace_id))
-        + _message(_LINK_SPAN_ID, _span_id(link.span_id))
+        message(_LINK_TRACE_ID, _trace_id(link.trace_id))
+        + message(_LINK_SPAN_ID, _span_id(link.span_id))
         + attributes
     )
     if dropped:
-        out += _LINK_DROPPED_ATTRIBUTES + _varint(dropped)
-    return out + _LINK_FLAGS + _pack_fixed32(span_flags(link.trace_flags, remote=link.remote))
+        out += _LINK_DROPPED_ATTRIBUTES + varint(dropped)
+    return out + _LINK_FLAGS + pack_fixed32(span_flags(link.trace_flags, remote=link.remote))
 
 
 def span(
@@ -296,31 +181,31 @@ def span(
     if parent_span_id:
         parts.append(_SPAN_PARENT + b"\x08" + _span_id(parent_span_id))
     parts += (
-        _message(_SPAN_NAME, _text(name, max_length)),
-        _SPAN_KIND + _SMALL[kind],
-        _SPAN_START + _pack_fixed64(start_ns),
-        _SPAN_END + _pack_fixed64(max(end_ns, start_ns)),
+        message(_SPAN_NAME, utf8(name, max_length)),
+        _SPAN_KIND + SMALL[kind],
+        _SPAN_START + pack_fixed64(start_ns),
+        _SPAN_END + pack_fixed64(max(end_ns, start_ns)),
     )
-    encoded, dropped = _key_values(_SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length)
+    encoded, dropped = key_values(_SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length)
     parts.append(encoded)
     if dropped:
-        parts.append(_SPAN_DROPPED_ATTRIBUTES + _varint(dropped))
+        parts.append(_SPAN_DROPPED_ATTRIBUTES + varint(dropped))
     for event in events[: limits.events]:
-        parts.append(_message(_SPAN_EVENT, _event(event, limits)))
+        parts.append(message(_SPAN_EVENT, _event(event, limits)))
     events_dropped += max(len(events) - limits.events, 0)
     if events_dropped:
-        parts.append(_SPAN_DROPPED_EVENTS + _varint(events_dropped))
+        parts.append(_SPAN_DROPPED_EVENTS + varint(events_dropped))
     for link in links[: limits.links]:
-        parts.append(_message(_SPAN_LINK, _link(link, limits)))
+        parts.append(message(_SPAN_LINK, _link(link, limits)))
     links_dropped += max(len(links) - limits.links, 0)
     if links_dropped:
-        parts.append(_SPAN_DROPPED_LINKS + _varint(links_dropped))
+        parts.append(_SPAN_DROPPED_LINKS + varint(links_dropped))
     status = b""
     if status_message:
-        status += _message(_STATUS_MESSAGE, _text(status_message, max_length))
+        status += message(_STATUS_MESSAGE, utf8(status_message, max_length))
     if status_code:
-        status += _STATUS_CODE + _SMALL[status_code]
-    parts.append(_message(_SPAN_STATUS, status))
+        status += _STATUS_CODE + SMALL[status_code]
+    parts.append(message(_SPAN_STATUS, status))
     parts.append(_REMOTE_PARENT_FLAGS if parent_remote and parent_span_id else _LOCAL_FLAGS)
     return b"".join(parts)
 
@@ -344,18 +229,18 @@ def log_record(
     the trace's sampling decision (``sampled``).
     """
     max_length = limits.log_attribute_length
-    parts = [_LOG_TIME + _pack_fixed64(time_ns)]
+    parts = [_LOG_TIME + pack_fixed64(time_ns)]
     if severity_number:
-        parts.append(_LOG_SEVERITY_NUMBER + _varint(severity_number))
+        parts.append(_LOG_SEVERITY_NUMBER + varint(severity_number))
     if severity_text:
-        parts.append(_message(_LOG_SEVERITY_TEXT, _text(severity_text, max_length)))
-    parts.append(_message(_LOG_BODY, _nested_value(body, max_length)))
-    encoded, dropped = _key_values(
+        parts.append(message(_LOG_SEVERITY_TEXT, utf8(severity_text, max_length)))
+    parts.append(message(_LOG_BODY, nested_value(body, max_length)))
+    encoded, dropped = key_values(
         _LOG_ATTRIBUTE, attributes, limits.log_attribute_count, max_length
     )
     parts.append(encoded)
     if dropped:
-        parts.append(_LOG_DROPPED_ATTRIBUTES + _varint(dropped))
+        parts.append(_LOG_DROPPED_ATTRIBUTES + varint(dropped))
     if trace_id and span_id:
         if sampled:
             parts.append(_LOG_FLAGS_SAMPLED)
@@ -363,9 +248,9 @@ def log_record(
             _LOG_TRACE_ID + b"\x10" + _trace_id(trace_id),
             _LOG_SPAN_ID + b"\x08" + _span_id(span_id),
         )
-    parts.append(_LOG_OBSERVED_TIME + _pack_fixed64(time_ns))
+    parts.append(_LOG_OBSERVED_TIME + pack_fixed64(time_ns))
     if event_name:
-        parts.append(_message(_LOG_EVENT_NAME, _text(event_name, max_length)))
+        parts.append(message(_LOG_EVENT_NAME, utf8(event_name, max_length)))
     return b"".join(parts)
 
 
@@ -384,14 +269,14 @@ class RequestEncoder:
         scope_version: str = "",
         schema_url: str = "",
     ):
-        resource, _ = _key_values(_RESOURCE_ATTRIBUTE, resource_attributes, 1 << 30, 1 << 30)
-        scope = _message(_SCOPE_NAME, scope_name.encode())
+        resource, _ = key_values(_RESOURCE_ATTRIBUTE, resource_attributes, 1 << 30, 1 << 30)
+        scope = message(_SCOPE_NAME, scope_name.encode())
         if scope_version:
-            scope += _message(_SCOPE_VERSION, scope_version.encode())
-        self._resource = _message(_RESOURCE_SPANS_RESOURCE, resource)
-        self._scope = _message(_SCOPE_SPANS_SCOPE, scope)
+            scope += message(_SCOPE_VERSION, scope_version.encode())
+        self._resource = message(_RESOURCE_SPANS_RESOURCE, resource)
+        self._scope = message(_SCOPE_SPANS_SCOPE, scope)
         self._schema_url = (
-            _message(_SCOPE_SPANS_SCHEMA_URL, schema_url.encode()) if schema_url else b""
+            message(_SCOPE_SPANS_SCHEMA_URL, schema_url.encode()) if schema_url else b""
         )
 
     def request(self, spans: Iterable[bytes]) -> bytes:
@@ -402,17 +287,17 @@ class RequestEncoder:
     def scoped_request(self, scopes: Iterable[tuple[bytes, Iterable[bytes]]]) -> bytes:
         """One request of several scopes: (encoded scope or b"" for ours, its items)."""
         resource_spans = self._resource + b"".join(
-            _message(
+            message(
                 _RESOURCE_SPANS_SCOPE_SPANS,
                 (scope or self._scope)
-                + b"".join(_message(_SCOPE_SPANS_SPAN, s) for s in items)
+                + b"".join(message(_SCOPE_SPANS_SPAN, s) for s in items)
                 + self._schema_url,
             )
             for scope, items in scopes
         )
-        return _message(_REQUEST_RESOURCE_SPANS, resource_spans)
+        return message(_REQUEST_RESOURCE_SPANS, resource_spans)
 
 
 def scope(name: str) -> bytes:
     """An encoded instrumentation scope of ``name`` (for :meth:`RequestEncoder.scoped_request`)."""
-    return _message(_SCOPE_SPANS_SCOPE, _message(_SCOPE_NAME, name.encode()))
+    return message(_SCOPE_SPANS_SCOPE, message(_SCOPE_NAME, name.encode()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from hypothesis import given, settings
@@ -176,7 +177,16 @@ def test_odd_values_never_break_a_batch() -> None:
     span = one_span(
         name="",
         end_ns=5,  # before its start: clamped, as a backend would refuse it
-        attributes={"big": 2**70, "neg": -1, "lone": "\ud800x", "none": None, "obj": object},
+        attributes={
+            "big": 2**70,
+            "neg": -1,
+            "lone": "\ud800x",
+            "none": None,
+            "obj": object,
+            # lengths past one varint byte, and an int of a subclass
+            "long": "é" * 300,
+            "level": _Level.HIGH,
+        },
     )
     values = {kv.key: kv.value for kv in span.attributes}
     assert span.name == "(empty)"
@@ -186,6 +196,12 @@ def test_odd_values_never_break_a_batch() -> None:
     assert values["lone"].string_value == "\ufffdx"  # as names.clean replaces it
     assert "none" not in values
     assert values["obj"].string_value == str(object)
+    assert values["long"].string_value == "é" * 300
+    assert values["level"].int_value == 3
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
 
 
 def test_resource_and_scope_wrap_every_span() -> None:

@@ -208,8 +208,8 @@ def main(compare: bool = False, history: int | None = None) -> int:
     purpose, and compare the two runs; with ``history``, run it that many times, the
     last time with that stage slower, and judge the last run against the others."""
     from otel_spans.config import Settings
-    from otel_spans.report.cli import compare as compare_runs
     from otel_spans.report.cli import report
+    from otel_spans.report.compare_cli import compare as compare_runs
     from otel_spans.report.history_cli import history_command
 
     overrides = dict(_OVERRIDES)

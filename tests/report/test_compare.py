@@ -12,8 +12,8 @@ from dask.delayed import delayed
 from distributed import span
 
 from otel_spans.report import compare, compare_html
-from otel_spans.report.cli import compare as compare_command
 from otel_spans.report.compare import Comparison, Numbers, Row, verdict
+from otel_spans.report.compare_cli import compare as compare_command
 from tests.support.cluster import cluster_test, traced_cluster
 from tests.support.html import HOSTILE, HOSTILE_SHOWN, parse
 from tests.support.report import run_report

@@ -23,8 +23,8 @@ import pytest
 from otel_spans.__main__ import main as cli_main
 from otel_spans.analysis.workflow import analyse
 from otel_spans.report import html, perfetto
-from otel_spans.report.cli import compare as compare_run
 from otel_spans.report.cli import report
+from otel_spans.report.compare_cli import compare as compare_run
 from tests.support.golden import golden_run, hostile_run
 from tests.support.golden_trace import write_run
 

@@ -21,8 +21,8 @@ import pytest
 
 from otel_spans.report import history as history_module
 from otel_spans.report import history_html, robust
-from otel_spans.report.cli import compare as compare_command
 from otel_spans.report.cli import report
+from otel_spans.report.compare_cli import compare as compare_command
 from otel_spans.report.history import history
 from otel_spans.report.history_cli import history_command
 from otel_spans.report.numbers import Numbers

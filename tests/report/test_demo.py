@@ -37,12 +37,43 @@ def run_demo(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+#: The first line of a logged record (``2026-11-28 10:23:52,548 - distributed...``): a
+#: traceback printed in the log ends where the next record begins.
+_LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
+
+
 def our_tracebacks(stderr: str) -> list[str]:
     """The logged tracebacks that pass through otel-spans' code. Dask itself logs one
     when a worker's heartbeat meets the scheduler already closing, which a loaded
-    machine makes likely at the demo's shutdown; that one is not ours to fail on."""
+    machine makes likely at the demo's shutdown; that one is not ours to fail on, nor is
+    the log record after it (the demo's designed failure names ``otel_spans/demo.py``)."""
     blocks = stderr.split("Traceback (most recent call last)")[1:]
-    return [block for block in blocks if "/otel_spans/" in block]
+    return [b for b in (_LOG_RECORD.split(b, maxsplit=1)[0] for b in blocks) if "/otel_spans/" in b]
+
+
+def test_a_dask_traceback_is_not_ours_even_before_a_record_naming_our_code() -> None:
+    """Catches: a traceback block that runs on into the next log record (a loaded run
+    failed so: Dask's heartbeat traceback, then the demo's designed "Compute Failed"
+    record, which names otel_spans/demo.py), and a check that finds nothing at all."""
+    dask_heartbeat = (
+        "2026-11-28 10:23:52,100 - distributed.worker - ERROR - Failed to heartbeat\n"
+        "Traceback (most recent call last):\n"
+        '  File "/venv/site-packages/distributed/worker.py", line 1165, in heartbeat\n'
+        "distributed.comm.core.CommClosedError: Stream is closed\n"
+    )
+    designed_failure = (
+        "2026-11-28 10:23:52,548 - distributed.worker - ERROR - Compute Failed\n"
+        "Traceback: '  File \"/work/otel_spans/demo.py\", line 34, in _fragile\\n'\n"
+    )
+    ours = (
+        "2026-11-28 10:23:53,001 - otel_spans - ERROR - poll failed\n"
+        "Traceback (most recent call last):\n"
+        '  File "/work/otel_spans/scheduler/tracking.py", line 300, in poll\n'
+        "KeyError: 'x'\n"
+    )
+    assert our_tracebacks(dask_heartbeat + designed_failure) == []
+    (found,) = our_tracebacks(dask_heartbeat + designed_failure + ours)
+    assert "tracking.py" in found and "demo.py" not in found
 
 
 def test_the_demo_runs_clean_and_its_path_goes_through_its_stages(tmp_path: Path) -> None:

@@ -140,10 +140,7 @@ def key_values(
             dropped += 1
             continue
         if type(value) is str:
-            try:
-                encoded = value[:max_length].encode("utf-8")
-            except UnicodeEncodeError:
-                encoded = utf8(value, max_length)
+            encoded = utf8(value, max_length)
             size = len(encoded)
             payload = ANY_STRING + (SMALL[size] if size < 0x80 else varint(size)) + encoded
         elif type(value) is int and INT64_MIN <= value <= INT64_MAX:

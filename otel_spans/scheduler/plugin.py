@@ -117,8 +117,7 @@ class OtelSpansPlugin(PluginLifecycle):
                 return
             if finish not in _FINAL_STATES or (finish == "memory" and start != "processing"):
                 return
-            startstops = kwargs.get("startstops")
-            compute = compute_seconds(startstops) if startstops else 0.0
+            compute = compute_seconds(kwargs.get("startstops"))
             tracker.task_finished(ts, start, finish, kwargs, track, compute)
         except Exception:
             self._internal_error("transition")

@@ -147,9 +147,10 @@ def span_record(
     # Dask computes each of stop, thread intervals, CPU made available and the tree's
     # worker metrics by walking the whole subtree (a root with 5,000 sub-spans: tens
     # of ms each; its CPU and metrics compute the intervals again): read once.
-    times = snapshots.tree_times(span)
+    tree_groups = list(span.traverse_groups())
+    times = snapshots.tree_times(span, tree_groups)
     stop = times.stop
-    groups = list(span.traverse_groups()) if full else []
+    groups = tree_groups if full else []
     first, last = start, max(stop, start)
     if groups and group_bounds is not None and not continuation:
         first, last = covering(groups, group_bounds, start, stop, done=snapshot.done)
@@ -198,7 +199,7 @@ def span_record(
         start_ns=ns(first),
         end_ns=ns(last),
         enqueued_ns=ns(span.enqueued),
-        compute_start_ns=ns(span.start),
+        compute_start_ns=ns(snapshots.tree_start(span, tree_groups)),
         done=snapshot.done,
         states=tuple(sorted(states.items())),
         tasks=sum(len(tg) for tg in groups),

@@ -57,7 +57,7 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks.hook_timer import HookTimer
+from benchmarks.hook_timer import Collections, HookTimer
 
 #: Workflows run (unmeasured) before the window, so imports and caches are warm.
 WARMUP = 20
@@ -187,6 +187,7 @@ async def run_workflows(
             if not await settled(cluster.scheduler):
                 raise RuntimeError("otel-spans did not settle after the warm-up")
             timer = None if _UNDER_CALLGRIND else instrument(cluster.scheduler)
+            collections = Collections()
             try:
                 export0 = exporter_threads_ns()
                 _callgrind("on")
@@ -199,6 +200,9 @@ async def run_workflows(
                 cpu = (time.process_time_ns() - cpu0) / 1e9
                 _callgrind("off")
                 out: dict[str, Any] = {"wall": wall, "cpu": cpu, "settled": ok}
+                out["collections"] = collections.seconds
+                out["collections_by_generation"] = collections.by_generation
+                out["collection_seconds_by_generation"] = collections.seconds_by_generation
                 if timer is not None:
                     out["own"] = {
                         **timer.reading(),
@@ -207,6 +211,7 @@ async def run_workflows(
                     plugin = cluster.scheduler.plugins["otel-spans"]
                     out["stats"] = {k: plugin.stats()[k]["exported"] for k in ("traces", "logs")}
             finally:
+                collections.close()
                 if timer is not None:
                     timer.close()
     return out
@@ -292,6 +297,12 @@ def report(results: dict[str, list[dict[str, Any]]], workflows: int) -> str:
         f"| baseline process CPU (no otel-spans) | "
         f"{summarise([b['cpu'] / spans * 1e6 for b in base])} |",
         f"| added process CPU (default − baseline, same round) | {summarise(added)} |",
+        f"| collections, whole process: baseline | "
+        f"{summarise([b['collections'] / spans * 1e6 for b in base])} |",
+        f"| collections, whole process: default | "
+        f"{summarise([o['collections'] / spans * 1e6 for o in runs])} |",
+        f"| collections, added (default − baseline, same round) | "
+        f"{summarise([(o['collections'] - b['collections']) / spans * 1e6 for o, b in pairs])} |",
     ]
     buckets = list(runs[0]["own"])
     for bucket in buckets:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 import time
 
-from benchmarks.hook_timer import COLLECTIONS, HookTimer
+from benchmarks.hook_timer import COLLECTIONS, Collections, HookTimer
 
 
 def spin(seconds: float) -> float:
@@ -60,3 +60,15 @@ def test_a_collection_outside_the_wrapped_calls_is_not_counted() -> None:
         timer.close()
     assert timer.calls[COLLECTIONS] == 0
     assert timer.reading()[COLLECTIONS] == 0.0
+
+
+def test_every_collection_while_open_is_counted_by_generation() -> None:
+    collections = Collections()
+    try:
+        gc.collect()
+        gc.collect(0)
+    finally:
+        collections.close()
+    gc.collect()  # after close: not counted
+    assert collections.by_generation == [1, 0, 1]
+    assert collections.seconds > 0

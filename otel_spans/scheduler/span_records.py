@@ -109,11 +109,14 @@ def span_record(
     group_bounds: GroupBounds | None = None,
     tally_of: TallyOf | None = None,
     memory_of: MemoryOf | None = None,
+    submitted_of: Callable[[TaskGroup], float | None] | None = None,
 ) -> SpanExport:
     """The record of one export of ``span``; O(task groups in its subtree).
 
     Without traces (``full`` false) only what the metrics read is filled in (ids,
     times, CPU, the workflow analysis): the subtree walks feed span attributes alone.
+    ``submitted_of`` gives when a group's computation was submitted (read once per
+    tracked group by :meth:`TaskGroups.submitted_at`; else a scan per read).
     With ``group_bounds`` the first export covers its subtree's task-group spans
     (:func:`covering`).
     """
@@ -174,7 +177,7 @@ def span_record(
             intervals=intervals,
             metrics_busy=busy,
             metrics_idle=idle,
-            submitted_at=lambda tg: snapshots.submitted_at(scheduler, tg),
+            submitted_at=submitted_of or (lambda tg: snapshots.submitted_at(scheduler, tg)),
             tree_metrics=tree,
             tally=tally_of or (lambda tg: None),
             worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),

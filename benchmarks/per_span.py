@@ -24,8 +24,9 @@ the rounds:
   the timer's own cost subtracted) plus the CPU of its exporter threads
   (``/proc/self/task/*/schedstat``, ns): far less noisy, since another process's load
   does not add to a thread's CPU time; split into the event loop's per-task hooks,
-  the event loop's per-span work (poll, metrics tick, update_graph, Dask events), and
-  the exporter threads.
+  the event loop's per-span work (a span's discovery, the poll, the metrics tick,
+  update_graph, Dask events), the garbage collections that started inside those
+  calls (:mod:`benchmarks.hook_timer`), and the exporter threads.
 
 ``--callgrind`` counts instructions instead (``valgrind --tool=callgrind``, counting
 switched on for the window only; every thread counts, and the window ends once
@@ -54,8 +55,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
+
+from benchmarks.hook_timer import Collections, HookTimer
 
 #: Workflows run (unmeasured) before the window, so imports and caches are warm.
 WARMUP = 20
@@ -126,40 +128,6 @@ def exporter_threads_ns() -> int:
     return total
 
 
-class HookTimer:
-    """Thread CPU time spent in wrapped callables, by bucket, minus the timer's own cost."""
-
-    def __init__(self) -> None:
-        self.ns: dict[str, int] = {}
-        self.calls: dict[str, int] = {}
-        clock = time.thread_time_ns
-        pairs = []
-        for _ in range(2000):
-            t0 = clock()
-            pairs.append(clock() - t0)
-        #: What one timed call adds to its own reading.
-        self.overhead = statistics.median(pairs)
-
-    def wrap(self, bucket: str, function: Callable[..., Any]) -> Callable[..., Any]:
-        clock = time.thread_time_ns
-        self.ns.setdefault(bucket, 0)
-        self.calls.setdefault(bucket, 0)
-        ns, calls = self.ns, self.calls
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = clock()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                ns[bucket] += clock() - t0
-                calls[bucket] += 1
-
-        return timed
-
-    def reading(self) -> dict[str, float]:
-        return {b: (self.ns[b] - self.calls[b] * self.overhead) / 1e9 for b in self.ns}
-
-
 def instrument(scheduler: Any) -> HookTimer | None:
     """Time otel-spans' entry points on the event loop (instance attributes: Dask looks
     the hooks up on each call, the periodic callbacks go through the tracker's poll and
@@ -169,11 +137,15 @@ def instrument(scheduler: Any) -> HookTimer | None:
         return None
     timer = HookTimer()
     plugin.transition = timer.wrap("loop: per-task hooks", plugin.transition)
-    plugin.update_graph = timer.wrap("loop: per-span work", plugin.update_graph)
-    plugin.log_event = timer.wrap("loop: per-span work", plugin.log_event)
+    per_span = "loop: per-span work"
+    plugin.update_graph = timer.wrap(per_span, plugin.update_graph)
+    plugin.log_event = timer.wrap(per_span, plugin.log_event)
     tracker, metrics = plugin._tracker, plugin._metrics
-    tracker.poll = timer.wrap("loop: per-span work", tracker.poll)
-    metrics.tick = timer.wrap("loop: per-span work", metrics.tick)
+    tracker.poll = timer.wrap(per_span, tracker.poll)
+    # A span's discovery (its ids, sampling, policy, the started log record) runs in
+    # the transition that first meets it: per span, not per task.
+    tracker._track = timer.wrap(per_span, tracker._track)
+    metrics.tick = timer.wrap(per_span, metrics.tick)
     return timer
 
 
@@ -215,24 +187,33 @@ async def run_workflows(
             if not await settled(cluster.scheduler):
                 raise RuntimeError("otel-spans did not settle after the warm-up")
             timer = None if _UNDER_CALLGRIND else instrument(cluster.scheduler)
-            export0 = exporter_threads_ns()
-            _callgrind("on")
-            cpu0, wall0 = time.process_time_ns(), time.perf_counter()
-            for n in range(workflows):
-                await one_workflow(client, n)
-            wall = time.perf_counter() - wall0
-            ok = await settled(cluster.scheduler)
-            await asyncio.sleep(max(0.0, wall0 + wall + settle - time.perf_counter()))
-            cpu = (time.process_time_ns() - cpu0) / 1e9
-            _callgrind("off")
-            out: dict[str, Any] = {"wall": wall, "cpu": cpu, "settled": ok}
-            if timer is not None:
-                out["own"] = {
-                    **timer.reading(),
-                    "exporter threads": (exporter_threads_ns() - export0) / 1e9,
-                }
-                plugin = cluster.scheduler.plugins["otel-spans"]
-                out["stats"] = {k: plugin.stats()[k]["exported"] for k in ("traces", "logs")}
+            collections = Collections()
+            try:
+                export0 = exporter_threads_ns()
+                _callgrind("on")
+                cpu0, wall0 = time.process_time_ns(), time.perf_counter()
+                for n in range(workflows):
+                    await one_workflow(client, n)
+                wall = time.perf_counter() - wall0
+                ok = await settled(cluster.scheduler)
+                await asyncio.sleep(max(0.0, wall0 + wall + settle - time.perf_counter()))
+                cpu = (time.process_time_ns() - cpu0) / 1e9
+                _callgrind("off")
+                out: dict[str, Any] = {"wall": wall, "cpu": cpu, "settled": ok}
+                out["collections"] = collections.seconds
+                out["collections_by_generation"] = collections.by_generation
+                out["collection_seconds_by_generation"] = collections.seconds_by_generation
+                if timer is not None:
+                    out["own"] = {
+                        **timer.reading(),
+                        "exporter threads": (exporter_threads_ns() - export0) / 1e9,
+                    }
+                    plugin = cluster.scheduler.plugins["otel-spans"]
+                    out["stats"] = {k: plugin.stats()[k]["exported"] for k in ("traces", "logs")}
+            finally:
+                collections.close()
+                if timer is not None:
+                    timer.close()
     return out
 
 
@@ -316,6 +297,12 @@ def report(results: dict[str, list[dict[str, Any]]], workflows: int) -> str:
         f"| baseline process CPU (no otel-spans) | "
         f"{summarise([b['cpu'] / spans * 1e6 for b in base])} |",
         f"| added process CPU (default − baseline, same round) | {summarise(added)} |",
+        f"| collections, whole process: baseline | "
+        f"{summarise([b['collections'] / spans * 1e6 for b in base])} |",
+        f"| collections, whole process: default | "
+        f"{summarise([o['collections'] / spans * 1e6 for o in runs])} |",
+        f"| collections, added (default − baseline, same round) | "
+        f"{summarise([(o['collections'] - b['collections']) / spans * 1e6 for o, b in pairs])} |",
     ]
     buckets = list(runs[0]["own"])
     for bucket in buckets:

@@ -18,12 +18,10 @@ from typing import TYPE_CHECKING
 from otel_spans import semconv
 from otel_spans.names import clean
 from otel_spans.records import LinkRecord, MemoryRecord, ns
-from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.span_state import SpanIdentity
 from otel_spans.task_records import GroupRecord
 
 if TYPE_CHECKING:
-    from distributed import Scheduler
     from distributed.scheduler import TaskGroup
 
 #: Most dependency links built for a group span; the rest are counted as dropped.
@@ -55,6 +53,9 @@ class GroupState:
     #: diagnosis's straggler evidence); one comparison per finished task.
     slowest: float = 0.0
     slowest_key: object = None
+    #: When the computation that made the group was submitted (epoch seconds, 0 if
+    #: Dask's recent computations hold none), read once; negative until read.
+    submitted: float = -1.0
 
 
 def dependency_links(
@@ -82,7 +83,6 @@ def dependency_links(
 
 
 def group_record(
-    scheduler: Scheduler,
     tg: TaskGroup,
     state: GroupState,
     span: SpanIdentity,
@@ -94,10 +94,12 @@ def group_record(
     dropped: int,
     max_length: int,
     footprint: Callable[[TaskGroup], MemoryRecord] | None,
+    submitted: float,
 ) -> GroupRecord:
     """The span of ``tg`` under ``span``. ``bounds``: its runs' first start and last
     stop, None when no run reported (then Dask's compute times, from ``fallback`` when
-    Dask has no start); ``kept`` and ``dropped``: its task spans."""
+    Dask has no start); ``kept`` and ``dropped``: its task spans; ``submitted``: when
+    its computation was submitted, 0 if unknown."""
     links, links_dropped = dependency_links(tg, known)
     if bounds is None:  # no run reported: Dask's compute times
         start = tg.start or fallback
@@ -120,7 +122,7 @@ def group_record(
         task_spans_kept=kept,
         task_spans_dropped=dropped,
         links=tuple(links),
-        submitted_ns=ns(snapshots.submitted_at(scheduler, tg) or 0.0),
+        submitted_ns=ns(submitted),
         links_dropped=links_dropped,
         footprint=footprint(tg) if footprint is not None else None,
         workers_uncounted_runs=state.workers_uncounted_runs,

@@ -28,7 +28,7 @@ from otel_spans.analysis.evidence import Evidence, GroupEvidence
 from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
 from otel_spans.names import LABEL_LENGTH, clean
 from otel_spans.records import AttrValue, Finding, LogEntry, SpanEventRecord, WorkflowAnalysis, ns
-from otel_spans.scheduler.memory import SpanMemory, disk_bytes
+from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.task_groups import Tally
 
 if TYPE_CHECKING:
@@ -197,14 +197,13 @@ def root_evidence(
     pauses = lost = 0
     for node in root.traverse_spans():
         name = names[node.id] = clean("/".join(str(t) for t in node.name))
-        own = execute_seconds(node._cumulative_worker_metrics)
+        own, wrote, read = _execute_digest(node._cumulative_worker_metrics)
         if own:
             spans[name] = own
         ledger = memory_of(node.id)
         if ledger is None:
             continue
         ledgers[node.id] = ledger
-        wrote, read = disk_bytes(node._cumulative_worker_metrics)
         spilled, unspilled = spilled + wrote, unspilled + read
         pauses, lost = pauses + ledger.pauses, lost + ledger.workers_lost
         pause_s += ledger.pause_seconds_at(now)
@@ -260,17 +259,30 @@ def root_evidence(
     )
 
 
-_EXECUTE_SECONDS = ("execute", "seconds")
-
-
 def execute_seconds(metrics: Mapping[Any, float]) -> dict[str, float]:
     """Seconds by activity of Dask's ``execute`` fine performance metrics."""
-    out: dict[str, float] = {}
+    return _execute_digest(metrics)[0]
+
+
+def _execute_digest(metrics: Mapping[Any, float]) -> tuple[dict[str, float], float, float]:
+    """One pass over a span's ``execute`` fine performance metrics: seconds by
+    activity (:func:`execute_seconds`) and the bytes written to and read from disk
+    (:func:`~otel_spans.scheduler.memory.disk_bytes`)."""
+    seconds: dict[str, float] = {}
+    spilled = unspilled = 0.0
     for key, value in list(metrics.items()):
-        if isinstance(key, tuple) and len(key) == 4 and key[:1] + key[3:] == _EXECUTE_SECONDS:
+        if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
+            continue
+        unit = key[3]
+        if unit == "seconds":
             activity = str(key[2])
-            out[activity] = out.get(activity, 0.0) + value
-    return out
+            seconds[activity] = seconds.get(activity, 0.0) + value
+        elif unit == "bytes":
+            if key[2] == "disk-write":
+                spilled += value
+            elif key[2] == "disk-read":
+                unspilled += value
+    return seconds, spilled, unspilled
 
 
 #: Longest advice or subject text on a finding's event and log record.

@@ -9,9 +9,11 @@ touch the OTel SDK.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, MutableMapping
+from itertools import islice, pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distributed.collections import sum_mappings
+from distributed.metrics import time as _now
 
 from otel_spans import semconv
 from otel_spans.config import CodeCapture
@@ -186,19 +188,65 @@ def busy_and_idle(tree: Mapping[Any, float]) -> tuple[float, float]:
 
 class TreeTimes(NamedTuple):
     """A span tree's ``Span.stop``, ``nthreads_intervals`` and ``active_cpu_seconds``,
-    read together: Dask computes each by walking the whole subtree, and the CPU by
-    computing the intervals (which read ``stop`` twice) once more."""
+    computed as Dask's properties do but from one walk of its task groups: Dask's
+    ``stop`` walks the tree twice (``done``, then the groups' stops), and its
+    intervals read ``stop`` three times and ``done`` once more."""
 
     stop: float
     intervals: list[tuple[float, float, int]]
     active_cpu_seconds: float
 
 
-def tree_times(span: Span) -> TreeTimes:
-    """:class:`TreeTimes` of ``span``, its CPU integrated as Dask's property does."""
-    stop = span.stop
-    intervals = span.nthreads_intervals
+def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
+    """:class:`TreeTimes` of ``span`` (``groups``: its tree's task groups, when the
+    caller walked the tree already), its CPU integrated as Dask's property does."""
+    if groups is None:
+        groups = list(span.traverse_groups())
+    enqueued = span.enqueued
+    done = all(tg.done for tg in groups)
+    stop = max((tg.stop for tg in groups), default=enqueued) if done else _now()
+    if stop < enqueued:
+        stop = enqueued
+    if span.id == "(merged)":  # Dask's merge of several spans: its own gaps apply
+        intervals = span.nthreads_intervals
+    else:
+        intervals = nthreads_intervals(
+            span._total_nthreads_history, span._total_nthreads_offset, enqueued, stop, done
+        )
     return TreeTimes(stop, intervals, sum((t1 - t0) * n for t0, t1, n in intervals))
+
+
+def tree_start(span: Span, groups: list[TaskGroup]) -> float:
+    """``Span.start`` given the tree's ``groups``: its earliest compute start, 0 if no
+    task finished yet."""
+    out = min((tg.start for tg in groups if tg.start != 0.0), default=0.0)
+    return max(out, span.enqueued) if out else out
+
+
+def nthreads_intervals(
+    history: list[tuple[float, int]], offset: int, enqueued: float, stop: float, done: bool
+) -> list[tuple[float, float, int]]:
+    """``Span.nthreads_intervals`` of a span (not a merge) given its ``stop`` and
+    ``done``: the cluster's thread count (Dask's ``total_nthreads_history`` from the
+    span's ``offset``, forward-filled) over each stretch of ``[enqueued, stop)``."""
+    cut = stop if done else 0.0
+    points: list[tuple[float, int]] = []
+    for t, n in islice(history, offset, None):
+        if cut and t >= cut:
+            break
+        points.append((t if t > enqueued else enqueued, n))
+    if not points:
+        return []
+    times = sorted({enqueued, stop, *(t for t, _ in points)})
+    out = []
+    i, threads, last = 0, 0, len(points)
+    for t0, t1 in pairwise(times):
+        while i < last and points[i][0] <= t0:
+            threads = points[i][1]
+            i += 1
+        if enqueued <= t0 < stop:
+            out.append((t0, t1, threads))
+    return out
 
 
 def tree_metrics(span: Span, active_cpu_seconds: float) -> dict[Any, float]:

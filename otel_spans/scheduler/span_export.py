@@ -103,6 +103,7 @@ class SpanExporter:
             finished_of=self._finished_of,
             group_bounds=task_groups.bounds if task_groups is not None else None,
             tally_of=task_groups.tally if task_groups is not None else None,
+            submitted_of=task_groups.submitted_at if task_groups is not None else None,
             memory_of=self._memory_of,
         )
         track.run_exported.update(run_totals)

@@ -109,11 +109,14 @@ def span_record(
     group_bounds: GroupBounds | None = None,
     tally_of: TallyOf | None = None,
     memory_of: MemoryOf | None = None,
+    submitted_of: Callable[[TaskGroup], float | None] | None = None,
 ) -> SpanExport:
     """The record of one export of ``span``; O(task groups in its subtree).
 
     Without traces (``full`` false) only what the metrics read is filled in (ids,
     times, CPU, the workflow analysis): the subtree walks feed span attributes alone.
+    ``submitted_of`` gives when a group's computation was submitted (read once per
+    tracked group by :meth:`TaskGroups.submitted_at`; else a scan per read).
     With ``group_bounds`` the first export covers its subtree's task-group spans
     (:func:`covering`).
     """
@@ -147,9 +150,10 @@ def span_record(
     # Dask computes each of stop, thread intervals, CPU made available and the tree's
     # worker metrics by walking the whole subtree (a root with 5,000 sub-spans: tens
     # of ms each; its CPU and metrics compute the intervals again): read once.
-    times = snapshots.tree_times(span)
+    tree_groups = list(span.traverse_groups())
+    times = snapshots.tree_times(span, tree_groups)
     stop = times.stop
-    groups = list(span.traverse_groups()) if full else []
+    groups = tree_groups if full else []
     first, last = start, max(stop, start)
     if groups and group_bounds is not None and not continuation:
         first, last = covering(groups, group_bounds, start, stop, done=snapshot.done)
@@ -173,7 +177,7 @@ def span_record(
             intervals=intervals,
             metrics_busy=busy,
             metrics_idle=idle,
-            submitted_at=lambda tg: snapshots.submitted_at(scheduler, tg),
+            submitted_at=submitted_of or (lambda tg: snapshots.submitted_at(scheduler, tg)),
             tree_metrics=tree,
             tally=tally_of or (lambda tg: None),
             worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
@@ -198,7 +202,7 @@ def span_record(
         start_ns=ns(first),
         end_ns=ns(last),
         enqueued_ns=ns(span.enqueued),
-        compute_start_ns=ns(span.start),
+        compute_start_ns=ns(snapshots.tree_start(span, tree_groups)),
         done=snapshot.done,
         states=tuple(sorted(states.items())),
         tasks=sum(len(tg) for tg in groups),

@@ -24,7 +24,7 @@ from distributed.metrics import time
 from otel_spans import ids, semconv
 from otel_spans.names import clean
 from otel_spans.records import LogEntry, MemoryRecord
-from otel_spans.scheduler import erred_tasks
+from otel_spans.scheduler import erred_tasks, snapshots
 from otel_spans.scheduler.group_spans import GroupState, group_record
 from otel_spans.scheduler.sampling import (
     CHILDREN,
@@ -153,6 +153,19 @@ class TaskGroups:
             return None
         key = clean(str(state.slowest_key), self.max_length) if state.slowest_key else ""
         return Tally(state.memory + state.erred, state.erred, state.slowest, key)
+
+    def submitted_at(self, tg: TaskGroup) -> float | None:
+        """When the computation that made ``tg`` was submitted
+        (:func:`~otel_spans.scheduler.snapshots.submitted_at`: a scan of Dask's recent
+        computations), remembered for a tracked group: its record and its root's
+        analysis both read it."""
+        state = self._groups.get(tg)
+        if state is not None and state.submitted >= 0:
+            return state.submitted or None
+        submitted = snapshots.submitted_at(self.scheduler, tg)
+        if state is not None:
+            state.submitted = submitted or 0.0
+        return submitted
 
     def keep_as_parent(self, key: Any) -> None:
         """The task ``key`` opened a Dask span that hangs under its span: keep that span."""
@@ -336,7 +349,6 @@ class TaskGroups:
             state.workers = None
             self.submit(
                 group_record(
-                    self.scheduler,
                     tg,
                     state,
                     span,
@@ -347,5 +359,6 @@ class TaskGroups:
                     dropped=dropped,
                     max_length=self.max_length,
                     footprint=footprint,
+                    submitted=self.submitted_at(tg) or 0.0,
                 )
             )

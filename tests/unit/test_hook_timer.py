@@ -1,0 +1,74 @@
+"""The per-span benchmark's timer counts each call once, in its own bucket, and keeps
+the garbage collections that start inside a call apart: the benchmark's split (per
+task, per span, collections) is only as true as this accounting."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+from benchmarks.hook_timer import COLLECTIONS, Collections, HookTimer
+
+
+def spin(seconds: float) -> float:
+    """Burn ``seconds`` of this thread's CPU; what it burned."""
+    start = time.thread_time()
+    while time.thread_time() - start < seconds:
+        pass
+    return time.thread_time() - start
+
+
+def test_an_inner_call_and_a_collection_are_counted_once_in_their_own_buckets() -> None:
+    timer = HookTimer()
+    burned: dict[str, float] = {}
+    heap = [[i] for i in range(300_000)]  # a collection of these takes milliseconds
+
+    def inner() -> None:
+        burned["inner"] = spin(0.02)
+        t0 = time.thread_time()
+        gc.collect()
+        burned["collection"] = time.thread_time() - t0
+
+    def outer() -> None:
+        burned["outer"] = spin(0.02)
+        timed_inner()
+        burned["outer"] += spin(0.02)
+
+    timed_inner = timer.wrap("inner", inner)
+    timed_outer = timer.wrap("outer", outer)
+    try:
+        timed_outer()
+    finally:
+        timer.close()
+    assert timer._collection not in gc.callbacks
+    reading = timer.reading()
+    slack = 0.004  # the clock's reads and the spin loop's last lap
+    assert burned["collection"] > 0.002, burned
+    assert abs(reading["outer"] - burned["outer"]) < slack, (reading, burned)
+    assert abs(reading["inner"] - burned["inner"]) < slack, (reading, burned)
+    assert abs(reading[COLLECTIONS] - burned["collection"]) < slack, (reading, burned)
+    assert timer.calls == {COLLECTIONS: 1, "inner": 1, "outer": 1}
+    del heap
+
+
+def test_a_collection_outside_the_wrapped_calls_is_not_counted() -> None:
+    timer = HookTimer()
+    try:
+        gc.collect()
+        timer.wrap("hook", lambda: None)()
+    finally:
+        timer.close()
+    assert timer.calls[COLLECTIONS] == 0
+    assert timer.reading()[COLLECTIONS] == 0.0
+
+
+def test_every_collection_while_open_is_counted_by_generation() -> None:
+    collections = Collections()
+    try:
+        gc.collect()
+        gc.collect(0)
+    finally:
+        collections.close()
+    gc.collect()  # after close: not counted
+    assert collections.by_generation == [1, 0, 1]
+    assert collections.seconds > 0

@@ -1,0 +1,55 @@
+"""A task group's submission time is read from Dask's recent computations once per
+tracked group: its group span and its root's analysis both use it, and the scan is
+O(recent computations)."""
+
+from __future__ import annotations
+
+from collections import deque
+from types import SimpleNamespace
+from typing import Any
+
+from otel_spans.scheduler.sampling import Policy
+from otel_spans.scheduler.span_state import SpanIdentity
+from otel_spans.scheduler.task_groups import TaskGroups
+
+
+class Group:
+    """Hashable, as Dask's TaskGroup."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def computation(start: float, *groups: Group) -> Any:
+    return SimpleNamespace(start=start, groups=set(groups))
+
+
+def test_the_earliest_computation_holding_the_group_read_once_per_tracked_group() -> None:
+    fit, score, untracked = Group("fit-1"), Group("score-1"), Group("plot-1")
+    computations = deque([computation(100.0, fit), computation(105.0, fit, score)], maxlen=3)
+    scheduler = SimpleNamespace(computations=computations)
+    groups = TaskGroups(
+        scheduler,  # type: ignore[arg-type]
+        submit=lambda record: None,
+        log=None,
+        max_error_stories=0,
+        max_length=100,
+    )
+    span = SpanIdentity("uuid", ("train",), trace_id=1, otel_span_id=2, policy=Policy("all"))
+    groups.group(fit, span)  # type: ignore[arg-type]
+    groups.group(score, span)  # type: ignore[arg-type]
+    assert groups.submitted_at(fit) == 100.0  # type: ignore[arg-type]
+    assert groups.submitted_at(score) == 105.0  # type: ignore[arg-type]
+    assert groups.submitted_at(untracked) is None  # type: ignore[arg-type]
+    # Dask's deque moves on: the first computation falls out. The tracked groups keep
+    # what was read; an untracked one is read again each time.
+    computations.extend([computation(110.0, untracked), computation(120.0), computation(130.0)])
+    assert groups.submitted_at(fit) == 100.0  # type: ignore[arg-type]
+    assert groups.submitted_at(score) == 105.0  # type: ignore[arg-type]
+    assert groups.submitted_at(untracked) == 110.0  # type: ignore[arg-type]
+    # a tracked group no computation held: None, also remembered
+    lost = Group("lost-1")
+    groups.group(lost, span)  # type: ignore[arg-type]
+    assert groups.submitted_at(lost) is None  # type: ignore[arg-type]
+    computations.append(computation(140.0, lost))
+    assert groups.submitted_at(lost) is None  # type: ignore[arg-type]

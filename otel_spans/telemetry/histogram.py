@@ -45,6 +45,8 @@ ExemplarSlot = tuple[float, int, int, int]
 Folded = Callable[[str, int], None]
 
 _CUMULATIVE = AggregationTemporality.CUMULATIVE
+#: Most (span name, workflow labels) whose labels and series are kept at hand.
+MAX_AT_HAND = 4_096
 _OVERFLOW_ATTRIBUTES = {semconv.SDK_OVERFLOW: True}
 
 
@@ -85,7 +87,7 @@ class Series:
 
 @dataclass
 class _Point:
-    """One series' share of a collection, before it becomes a data point."""
+    """One series' share of a collection."""
 
     counts: list[int]
     count: int
@@ -100,18 +102,41 @@ def _empty_window() -> list[float]:
     return [float("inf"), float("-inf")]
 
 
+def _add(series: Series, index: int, value: float, trace_id: int, span_id: int, now: int) -> None:
+    """One value into bucket ``index`` of ``series``, the histogram's lock held."""
+    series.counts[index] += 1
+    series.count += 1
+    series.total += value
+    if value < series.low:
+        series.low = value
+    if value > series.high:
+        series.high = value
+    for window in series.windows.values():
+        if value < window[0]:
+            window[0] = value
+        if value > window[1]:
+            window[1] = value
+    if span_id:
+        series.exemplars[index] = (value, now, trace_id, span_id)
+
+
 class OwnHistogram:
     """Per-series bucket counts of one histogram; thread-safe."""
 
     def __init__(
-        self, spec: HistogramSpec, series_limit: int | None = None, folded: Folded | None = None
+        self,
+        spec: HistogramSpec,
+        series_limit: int | None = None,
+        folded: Folded | None = None,
+        lock: threading.Lock | None = None,
     ):
         self.spec = spec
-        self._bounds = spec.bounds
+        self.bounds = spec.bounds
         self._series_limit = series_limit
         self._folded = folded
         self._series: dict[Attrs, Series] = {}
-        self._lock = threading.Lock()
+        #: Held to record and to copy; :class:`Histograms` shares one among its own.
+        self.lock = threading.Lock() if lock is None else lock
         self._start_ns = time.time_ns()
         #: Per delta reader (by id) the totals it last reported, for delta temporality.
         self._reported: dict[int, tuple[int, dict[Attrs, Series]]] = {}
@@ -126,22 +151,27 @@ class OwnHistogram:
         series = self._series.get(attrs)  # the hot path: no lock for known series
         if series is not None:
             return series
-        with self._lock:
-            series = self._series.get(attrs)
-            if series is None:
-                series = self._series[attrs] = Series([0] * (len(self._bounds) + 1))
-                for reader in self._delta_readers:
-                    series.windows[reader] = _empty_window()
-            return series
+        with self.lock:
+            return self.series_locked(attrs)
+
+    def series_locked(self, attrs: Attrs) -> Series:
+        """:meth:`series`, the lock held by the caller."""
+        series = self._series.get(attrs)
+        if series is None:
+            series = self._series[attrs] = Series([0] * (len(self.bounds) + 1))
+            for reader in self._delta_readers:
+                series.windows[reader] = _empty_window()
+        return series
 
     def record(self, attrs: Attrs, value: float, trace_id: int = 0, span_id: int = 0) -> None:
-        self.record_in(self.series(attrs), value, trace_id, span_id)
+        self.record_in(self._series.get(attrs) or self.series(attrs), value, trace_id, span_id)
 
     def record_in(self, series: Series, value: float, trace_id: int = 0, span_id: int = 0) -> None:
         """One value into a series of this histogram (from :meth:`series`); an
-        exemplar only with a span id, i.e. for a span that is exported."""
-        index = bisect.bisect_left(self._bounds, value)
-        with self._lock:
+        exemplar only with a span id, i.e. for a span that is exported. The per-task
+        path: :func:`_add` inlined, as one call less per task."""
+        index = bisect.bisect_left(self.bounds, value)
+        with self.lock:
             series.counts[index] += 1
             series.count += 1
             series.total += value
@@ -159,8 +189,8 @@ class OwnHistogram:
 
     def exemplar(self, attrs: Attrs, value: float, trace_id: int, span_id: int) -> None:
         """Point the bucket of ``value`` at a span, for a value already recorded."""
-        index = bisect.bisect_left(self._bounds, value)
-        with self._lock:
+        index = bisect.bisect_left(self.bounds, value)
+        with self.lock:
             series = self._series.get(attrs)
             if series is not None and series.counts[index]:
                 series.exemplars[index] = (value, time.time_ns(), trace_id, span_id)
@@ -170,7 +200,7 @@ class OwnHistogram:
     ) -> tuple[int, int, dict[Attrs, Series], dict[Attrs, Series], dict[Attrs, list[float]]]:
         """Under the lock: (start, now, current copies, previous totals, extremes), the
         copies holding only the exemplars this collection may carry."""
-        with self._lock:
+        with self.lock:
             now = time.time_ns()
             current = {attrs: s.copy() for attrs, s in self._series.items()}
             # Per series, [min, max] of the values its point covers.
@@ -230,7 +260,7 @@ class OwnHistogram:
                 count=p.count,
                 sum=p.total,
                 bucket_counts=p.counts,
-                explicit_bounds=self._bounds,
+                explicit_bounds=self.bounds,
                 min=p.low,
                 max=p.high,
                 exemplars=[
@@ -292,6 +322,14 @@ def add_metrics(data: MetricsData, metrics: Iterable[Metric | None]) -> MetricsD
     return MetricsData(resource_metrics=resource_metrics)
 
 
+@dataclass
+class _AtHand:
+    """A Dask span's resolved labels and its series of each histogram, once used."""
+
+    attrs: Attrs
+    series: dict[str, Series] = field(default_factory=dict)
+
+
 class Histograms:
     """Every histogram of one process, by name, and the one hook that adds their
     points to each batch of metrics as it leaves."""
@@ -302,7 +340,13 @@ class Histograms:
         series_limit: int | None = None,
         folded: Folded | None = None,
     ):
-        self.by_name = {spec.name: OwnHistogram(spec, series_limit, folded) for spec in specs}
+        #: One lock for all: a span's values go in under one acquisition.
+        self._lock = threading.Lock()
+        self.by_name = {
+            spec.name: OwnHistogram(spec, series_limit, folded, self._lock) for spec in specs
+        }
+        #: (tags, workflow labels) -> labels and series; the oldest past MAX_AT_HAND go.
+        self._at_hand: dict[tuple[tuple[str, ...], Attrs], _AtHand] = {}
 
     def __getitem__(self, name: str) -> OwnHistogram:
         return self.by_name[name]
@@ -310,21 +354,45 @@ class Histograms:
     def record(
         self,
         samples: Iterable[HistogramSample],
-        labels: Callable[[tuple[str, ...] | None, Attrs], Attrs],
+        labels: Callable[[tuple[str, ...], Attrs], Attrs],
     ) -> None:
-        """Values of a Dask span's export: a dict lookup and a bisect each, ``labels``
-        (the cardinality budget) asked once for consecutive values of one span. A
-        negative value is left out, as the SDK's ``Histogram.record`` leaves it out."""
-        key: tuple[tuple[str, ...], Attrs] | None = None
-        attrs: Attrs = ()
-        for sample in samples:
-            histogram = self.by_name.get(sample.metric)
-            if histogram is None or sample.value < 0:
-                continue
-            if key is None or key[0] is not sample.tags or key[1] is not sample.attributes:
-                key = (sample.tags, sample.attributes)
-                attrs = labels(*key)
-            histogram.record(attrs, sample.value, sample.trace_id, sample.span_id)
+        """A Dask span's export's values, under one acquisition of the lock: a dict
+        lookup, a bisect, a few additions each (labels, asked of the cardinality budget,
+        and series kept at hand). A negative value is left out, as the SDK leaves it."""
+        by_name = self.by_name
+        tags: tuple[str, ...] | None = None
+        attributes: Attrs = ()
+        at_hand = _AtHand(())
+        with self._lock:
+            now = time.time_ns()  # the exemplars' (in the lock: after any collection's)
+            for sample in samples:
+                metric, value = sample.metric, sample.value
+                histogram = by_name.get(metric)
+                if histogram is None or value < 0:
+                    continue
+                if sample.tags is not tags or sample.attributes is not attributes:
+                    tags, attributes = sample.tags, sample.attributes
+                    at_hand = self._resolve(tags, attributes, labels)
+                series = at_hand.series.get(metric)
+                if series is None:
+                    series = at_hand.series[metric] = histogram.series_locked(at_hand.attrs)
+                index = bisect.bisect_left(histogram.bounds, value)
+                _add(series, index, value, sample.trace_id, sample.span_id, now)
+
+    def _resolve(
+        self,
+        tags: tuple[str, ...],
+        attributes: Attrs,
+        labels: Callable[[tuple[str, ...], Attrs], Attrs],
+    ) -> _AtHand:
+        """Labels and series of a span name (lock held; ``labels`` never takes it)."""
+        key = (tags, attributes)
+        at_hand = self._at_hand.get(key)
+        if at_hand is None:
+            at_hand = self._at_hand[key] = _AtHand(labels(tags, attributes))
+            if len(self._at_hand) > MAX_AT_HAND:
+                del self._at_hand[next(iter(self._at_hand))]
+        return at_hand
 
     def inject(
         self, data: MetricsData, temporality: AggregationTemporality = _CUMULATIVE, reader: int = 0

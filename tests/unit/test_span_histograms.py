@@ -26,6 +26,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from otel_spans import semconv
 from otel_spans.config import Settings
 from otel_spans.records import HistogramSample
+from otel_spans.telemetry import histogram
 from otel_spans.telemetry.histogram import Histograms
 from otel_spans.telemetry.metric_state import MetricsState
 from otel_spans.telemetry.metrics import HISTOGRAMS, TASK_DURATION
@@ -328,3 +329,29 @@ def test_recording_while_a_reader_collects_loses_nothing() -> None:
     points = metrics_of(ours.inject(empty_batch(), DELTA, reader=1)).get(semconv.M_SPAN_DURATION)
     rest = sum(p.count for p in points.data.data_points) if points is not None else 0
     assert sum(seen) + rest == 3000
+
+
+def test_the_labels_at_hand_are_bounded_and_resolved_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A span name's labels are asked of the budget once while at hand; past
+    ``MAX_AT_HAND`` the oldest is forgotten and asked again, its series the same."""
+    monkeypatch.setattr(histogram, "MAX_AT_HAND", 2)
+    state = state_of()
+    asked: list[tuple[str, ...]] = []
+
+    def labels(tags: tuple[str, ...], attributes: Any) -> Any:
+        asked.append(tags)
+        return state.labels(tags, attributes)
+
+    ours = Histograms(HISTOGRAMS, None, state.observed)
+    for name in ["a", "a", "b", "c", "a"]:
+        tags = (name,)  # a new tuple each time, as each export has its own
+        ours.record([HistogramSample(m, tags, (), 1.0, 0, 0) for m in VALUES], labels)
+    assert asked == [("a",), ("b",), ("c",), ("a",)]
+    points = metrics_of(ours.inject(empty_batch()))[semconv.M_SPAN_DURATION].data.data_points
+    assert {p.attributes[semconv.DASK_SPAN_NAME]: p.count for p in points} == {
+        "a": 3,
+        "b": 1,
+        "c": 1,
+    }

@@ -138,6 +138,9 @@ ATTR_LIMITED: Final = "otel_spans.attribute"
 OVERFLOW_VALUE: Final = "(overflow)"
 #: ``otel_spans.attribute`` value counting series the SDK folded into its overflow point.
 LIMITED_SERIES: Final = "(series)"
+#: The attribute (value ``true``) of the one point of an instrument into which the
+#: series past ``metrics.max-series`` are folded (the SDK's, and our histograms').
+SDK_OVERFLOW: Final = "otel.metric.overflow"
 #: A worker's address: on task spans, kill records and, bounded by
 #: ``metrics.max-workers``, the worker memory gauges.
 DASK_WORKER_ADDRESS: Final = "dask.worker.address"

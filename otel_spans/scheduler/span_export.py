@@ -122,8 +122,7 @@ class SpanExporter:
                 lambda tg: group_footprint(ledger, tg.name, tg.prefix.name, own, now),
             )
         # Exemplars point at this span only when it is exported.
-        for sample in span_records.export_samples(record, track.identity, sampled=sampled):
-            signals.submit_sample(sample)
+        signals.record_samples(span_records.export_samples(record, track.identity, sampled=sampled))
         if done and track.is_root:
             self.finished_roots.append(FinishedRoot.of(record, track.identity, sampled=sampled))
             if record.analysis is not None:

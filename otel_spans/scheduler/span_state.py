@@ -18,7 +18,7 @@ from otel_spans.config import TaskSettings
 from otel_spans.records import AttrValue, SpanRecord
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.telemetry.task_histogram import Series
+from otel_spans.telemetry.histogram import Series
 
 #: Finished workflows remembered for the workflows page.
 MAX_FINISHED_ROOTS = 100

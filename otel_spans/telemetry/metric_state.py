@@ -168,22 +168,26 @@ class MetricsState:
             return list(self._gauges.get(metric, {}).items())
 
     def observed(self, metric: str, series: int) -> None:
-        """One collection reported ``series`` series of ``metric``: the SDK keeps
-        ``series_limit`` of them and folds the rest into one overflow point. Counted here,
-        where the number is known, so that no series vanishes uncounted."""
+        """One collection reported ``series`` series of ``metric``: the SDK (or, for a
+        histogram, :mod:`otel_spans.telemetry.histogram`) keeps ``series_limit`` of them
+        and folds the rest into one overflow point. Counted here, where the number is
+        known, so that no series vanishes uncounted. Called from the metric reader
+        threads (a Prometheus scrape's among them), hence the lock."""
         folded = series - self.series_limit
         if folded <= self._folded.get(metric, 0):
             return
-        if not self._folded:
+        with self._lock:
+            first = not self._folded
+            self._folded[metric] = max(folded, self._folded.get(metric, 0))
+        if first:
             logger.warning(
-                "otel-spans: %s has %d series, more than metrics.max-series (%d); the OTel "
-                "SDK folds the rest into one otel.metric.overflow point (counted in %s)",
+                "otel-spans: %s has %d series, more than metrics.max-series (%d); the rest "
+                "are folded into one otel.metric.overflow point (counted in %s)",
                 metric,
                 series,
                 self.series_limit,
                 semconv.M_OVERFLOW,
             )
-        self._folded[metric] = folded
 
     def _limiters(self) -> list[CardinalityLimiter]:
         return [self.span_names, self.prefixes, *self.workflow_labels.values()]
@@ -192,11 +196,15 @@ class MetricsState:
         """Replaced values the budgets forgot (each counts again if it comes back)."""
         return sum(limiter.forgotten for limiter in self._limiters())
 
+    def _series_folded(self) -> int:
+        with self._lock:
+            return sum(self._folded.values())
+
     def overflow(self) -> dict[str, int]:
         return {
             semconv.DASK_SPAN_NAME: self.span_names.overflowed,
             semconv.DASK_TASK_PREFIX: self.prefixes.overflowed,
             semconv.DASK_WORKER_ADDRESS: self.workers.overflowed,
             **{name: limiter.overflowed for name, limiter in self.workflow_labels.items()},
-            semconv.LIMITED_SERIES: sum(self._folded.values()),
+            semconv.LIMITED_SERIES: self._series_folded(),
         }

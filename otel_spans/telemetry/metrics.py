@@ -1,7 +1,9 @@
-"""Counter deltas and observations become OpenTelemetry metrics.
+"""Counter deltas and gauge readings become OpenTelemetry metrics.
 
 Every metric otel-spans defines (name, unit, description, buckets) and the
-:class:`Instruments` that create them on a meter. The scheduler side (``plugin``) reads
+:class:`Instruments` that create the SDK's instruments on a meter. The histograms are
+not SDK instruments: their specs (:data:`HISTOGRAMS`) are aggregated on the event loop
+by :mod:`otel_spans.telemetry.histogram`. The scheduler side (``plugin``) reads
 Dask's cumulative values on the event loop and hands over *deltas*;
 :class:`~otel_spans.telemetry.metric_state.MetricsState` sums them into cumulative
 series under a lock, applying the cardinality budget. The SDK's observable counters
@@ -14,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from otel_spans import records, semconv
+from otel_spans import semconv
+from otel_spans.telemetry.histogram import HistogramSpec
 from otel_spans.telemetry.metric_state import MetricsState
 
 #: (metric, unit, description) of every observable counter fed by deltas.
@@ -102,14 +103,46 @@ OUTCOMES = (
 )
 
 #: ``otel_spans.signal`` values of ``otel_spans.records``: the export pipelines.
-PIPELINES = ("traces", "observations", "logs")
+PIPELINES = ("traces", "logs")
 
 EFFICIENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 #: Bytes from 1 MiB to 1 TiB, each bucket four times the last.
 MEMORY_BUCKETS = tuple(float(2**20 * 4**i) for i in range(11))
 SPAN_DURATION_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
+TASK_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+#: One value per finished task; its exemplars stay on a cumulative point until
+#: replaced (a bucket's slowest kept runs are exported once their group ends).
+TASK_DURATION = HistogramSpec(
+    semconv.M_TASK_DURATION,
+    semconv.UNIT_SECONDS,
+    "Compute time of tasks that computed or raised, by prefix",
+    TASK_DURATION_BUCKETS,
+    repeat_exemplars=True,
+)
+#: Every histogram: the task duration, and the values of a Dask span's export
+#: (:class:`~otel_spans.records.HistogramSample`).
+HISTOGRAMS: tuple[HistogramSpec, ...] = (
+    TASK_DURATION,
+    HistogramSpec(
+        semconv.WORKFLOW_EFFICIENCY,
+        semconv.UNIT_RATIO,
+        "Share of the thread time available to a workflow its tasks used",
+        EFFICIENCY_BUCKETS,
+    ),
+    HistogramSpec(
+        semconv.M_SPAN_DURATION,
+        semconv.UNIT_SECONDS,
+        "Wall time of finished Dask spans",
+        SPAN_DURATION_BUCKETS,
+    ),
+    HistogramSpec(
+        semconv.DASK_SPAN_MEMORY_PEAK,
+        semconv.UNIT_BYTES,
+        "Most bytes of results a finished Dask span's own tasks held",
+        MEMORY_BUCKETS,
+    ),
+)
 
 
 def _observe(state: MetricsState, metric: str) -> Callable[[CallbackOptions], list[Observation]]:
@@ -135,7 +168,7 @@ def _observe_gauge(
 
 
 class Instruments:
-    """Creates every instrument on ``meter`` and records observations into histograms."""
+    """Creates every SDK instrument on ``meter``: the observable counters and gauges."""
 
     def __init__(
         self,
@@ -166,26 +199,6 @@ class Instruments:
                 unit=currency,
                 description="Cost of the thread time the cluster made available, by share",
             )
-        self._histograms: dict[str, Histogram] = {
-            semconv.WORKFLOW_EFFICIENCY: meter.create_histogram(
-                semconv.WORKFLOW_EFFICIENCY,
-                unit=semconv.UNIT_RATIO,
-                description="Share of the thread time available to a workflow its tasks used",
-                explicit_bucket_boundaries_advisory=EFFICIENCY_BUCKETS,
-            ),
-            semconv.M_SPAN_DURATION: meter.create_histogram(
-                semconv.M_SPAN_DURATION,
-                unit=semconv.UNIT_SECONDS,
-                description="Wall time of finished Dask spans",
-                explicit_bucket_boundaries_advisory=SPAN_DURATION_BUCKETS,
-            ),
-            semconv.DASK_SPAN_MEMORY_PEAK: meter.create_histogram(
-                semconv.DASK_SPAN_MEMORY_PEAK,
-                unit=semconv.UNIT_BYTES,
-                description="Most bytes of results a finished Dask span's own tasks held",
-                explicit_bucket_boundaries_advisory=MEMORY_BUCKETS,
-            ),
-        }
 
         def records_cb(options: CallbackOptions) -> list[Observation]:
             out = []
@@ -236,17 +249,3 @@ class Instruments:
             unit=semconv.UNIT_ERRORS,
             description="Errors inside otel-spans caught before they reached Dask",
         )
-
-    def record(self, batch: list[records.HistogramSample]) -> bool:
-        """Record histogram observations (on the pipeline thread, never the loop)."""
-        for obs in batch:
-            histogram = self._histograms.get(obs.metric)
-            if histogram is None:
-                continue
-            context = trace.set_span_in_context(
-                NonRecordingSpan(
-                    SpanContext(obs.trace_id, obs.span_id, is_remote=True, trace_flags=_SAMPLED)
-                )
-            )
-            histogram.record(obs.value, dict(self.state.labels(obs.tags, obs.attributes)), context)
-        return True

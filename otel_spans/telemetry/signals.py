@@ -38,9 +38,9 @@ from otel_spans.records import (
 from otel_spans.settings import ConfigError, Settings, bounded
 from otel_spans.task_records import DeferredTask, GroupRecord, TaskRecord
 from otel_spans.telemetry import logs, python_logs, traces
+from otel_spans.telemetry.histogram import Histograms, OwnHistogram, Series
 from otel_spans.telemetry.metric_state import MetricsState
-from otel_spans.telemetry.metrics import Instruments
-from otel_spans.telemetry.task_histogram import Series, TaskDurationHistogram
+from otel_spans.telemetry.metrics import HISTOGRAMS, TASK_DURATION, Instruments
 
 #: Everything that becomes spans: Dask spans, task groups, task runs (with phases).
 TraceRecord = SpanRecord | GroupRecord | TaskRecord | DeferredTask
@@ -213,8 +213,8 @@ class Signals:
         views, series_limit = series_limit_views(m.max_series)
         self.metric_state = MetricsState(m, series_limit)
         readers = self._readers
-        self.task_durations = TaskDurationHistogram()
-        inject = self.task_durations.inject
+        self._histograms(series_limit)
+        inject = self.histograms.inject
         if m.prometheus_port is not None:
             # First: the one step that can fail on the machine (the port is taken).
             self.prometheus = _listen(m.prometheus_host, m.prometheus_port, inject)
@@ -241,18 +241,13 @@ class Signals:
             semconv.SCOPE_NAME, __version__, schema_url=semconv.SCHEMA_URL
         )
         self._instruments: Instruments | None = Instruments(meter, self.metric_state, self.stats)
-        self.samples: ExportPipeline[HistogramSample] = ExportPipeline(
-            "observations",
-            self._record_samples,
-            lambda: None,
-            queue_size=self.settings.queue_size,
-            batch_size=self.settings.batch_size,
-        )
-        self._pipelines.append(self.samples)
 
-    def _record_samples(self, batch: list[HistogramSample]) -> bool:
-        instruments = self._instruments
-        return instruments.record(batch) if instruments is not None else False
+    def _histograms(self, series_limit: int | None) -> None:
+        """Every histogram, aggregated here (:mod:`.histogram`), folded past the limit the
+        SDK applies to its instruments and counted where their folds are counted."""
+        state = self.metric_state
+        self.histograms = Histograms(HISTOGRAMS, series_limit, state.observed)
+        self.task_durations: OwnHistogram = self.histograms[TASK_DURATION.name]
 
     def submit_deltas(self, deltas: Iterable[CounterDelta]) -> None:
         self.metric_state.add(deltas)
@@ -261,8 +256,9 @@ class Signals:
         """The progress of every running span, replacing the previous reading."""
         self.metric_state.set_gauges(values)
 
-    def submit_sample(self, sample: HistogramSample) -> bool:
-        return self.samples.submit(sample)
+    def record_samples(self, samples: Iterable[HistogramSample]) -> None:
+        """A Dask span's histogram values, on the event loop (:meth:`Histograms.record`)."""
+        self.histograms.record(samples, self.metric_state.labels)
 
     def record_task_duration(
         self,
@@ -283,7 +279,7 @@ class Signals:
 
     def task_series(self, tags: tuple[str, ...], labels: Attrs, prefix: str) -> Series:
         """The duration histogram's series of a span's prefix, for the per-task path to
-        keep (:meth:`TaskDurationHistogram.record_in`): the labels are resolved, and
+        keep (:meth:`OwnHistogram.record_in`): the labels are resolved, and
         counted against their budgets, once per span and prefix instead of per task."""
         return self.task_durations.series(self.metric_state.task_labels(tags, labels, prefix))
 
@@ -318,7 +314,6 @@ class Signals:
         crashes = sum(pipeline.stats().crashes for pipeline in self._pipelines)
         out: dict[str, Any] = {
             "traces": {**self.spans.stats().as_dict(), "deleted": self._deleted("traces")},
-            "observations": self.samples.stats().as_dict(),
             "logs": {**self.logs.stats().as_dict(), "deleted": self._deleted("logs")},
             "python_logs": self.python_logs.stats() if self.python_logs else {"active": False},
             "internal_errors": self._loop_errors() + self._export_errors + crashes,
@@ -388,7 +383,7 @@ class Signals:
         A closed scheduler can stay alive, and its plugins with it: distributed keeps
         every handler it was asked about in an unbounded cache (``core._expects_comm``),
         so each scheduler a process ever ran lives on. Held from there, the meter
-        provider, its series and the task histogram would be tens of thousands of
+        provider, its series and the histograms would be tens of thousands of
         objects per scheduler that every full garbage collection walks again.
         """
         self._final_metric_exports = self._metric_export_counts()
@@ -398,4 +393,4 @@ class Signals:
         self.meter_provider = None
         self._instruments = None
         self.metric_state = MetricsState(self.settings.metrics)
-        self.task_durations = TaskDurationHistogram()
+        self._histograms(None)

@@ -34,7 +34,6 @@ from tests.support.cluster import (
 PIPELINE_THREADS = {
     "otel-spans-traces-exporter",
     "otel-spans-logs-exporter",
-    "otel-spans-observations-exporter",
 }
 
 

@@ -12,10 +12,9 @@ from typing import Any, cast
 
 import dask.config
 
-from otel_spans import semconv
 from otel_spans.config import Settings
 from otel_spans.telemetry.metric_state import MetricsState
-from otel_spans.telemetry.metrics import Instruments
+from otel_spans.telemetry.metrics import HISTOGRAMS, Instruments
 
 UNIT_SUFFIXES = {"s": "seconds", "By": "bytes", "1": "", "": ""}
 
@@ -65,8 +64,8 @@ def otel_spans_instruments() -> list[tuple[str, str, str]]:
     meter = RecordingMeter()
     Instruments(cast(Any, meter), MetricsState(settings.metrics), dict)
     assert len(meter.created) >= 10
-    # aggregated outside the SDK (otel_spans/task_histogram.py), added at export time
-    return [*meter.created, ("histogram", semconv.M_TASK_DURATION, semconv.UNIT_SECONDS)]
+    # aggregated outside the SDK (otel_spans/telemetry/histogram.py), added at export time
+    return [*meter.created, *(("histogram", h.name, h.unit) for h in HISTOGRAMS)]
 
 
 def expected_metric_names() -> set[str]:

@@ -19,8 +19,9 @@ from otel_spans.export.otlp_retry import user_agent
 from otel_spans.export.resource import build_resource
 from otel_spans.records import LogEntry
 from otel_spans.settings import RecordLimits
+from otel_spans.telemetry.histogram import Histograms
 from otel_spans.telemetry.logs import LogEncoder
-from otel_spans.telemetry.task_histogram import TaskDurationHistogram
+from otel_spans.telemetry.metrics import HISTOGRAMS, TASK_DURATION
 
 
 @pytest.fixture(autouse=True)
@@ -102,19 +103,21 @@ def test_logs_carry_the_scope_version_and_schema_url() -> None:
     assert scope_logs.schema_url == semconv.SCHEMA_URL
 
 
-def test_the_task_histogram_joins_a_scope_with_version_and_schema_url() -> None:
+def test_the_histograms_join_a_scope_with_version_and_schema_url() -> None:
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     provider.get_meter("another library").create_counter("c").add(1)
     data = reader.get_metrics_data()
     provider.shutdown()
     assert data is not None
-    histogram = TaskDurationHistogram()
-    histogram.record((("dask.task.prefix", "inc"),), 0.5)
-    scopes = [sm for rm in histogram.inject(data).resource_metrics for sm in rm.scope_metrics]
+    histograms = Histograms(HISTOGRAMS)
+    histograms[TASK_DURATION.name].record((("dask.task.prefix", "inc"),), 0.5)
+    histograms[semconv.M_SPAN_DURATION].record((("dask.span.name", "wf"),), 3.0)
+    scopes = [sm for rm in histograms.inject(data).resource_metrics for sm in rm.scope_metrics]
     (ours,) = [sm for sm in scopes if sm.scope.name == semconv.SCOPE_NAME]
     assert ours.scope.version == otel_spans.__version__
     assert ours.schema_url == semconv.SCHEMA_URL
+    assert {m.name for m in ours.metrics} == {TASK_DURATION.name, semconv.M_SPAN_DURATION}
 
 
 def test_the_trace_link_has_a_key_of_its_own() -> None:

@@ -1,5 +1,6 @@
-"""The self-aggregated task duration histogram: the SDK's data shape, both temporalities,
-and the series the scheduler's per-task path records into."""
+"""The self-aggregated histogram, on the task duration: the SDK's data shape, both
+temporalities, and the series the scheduler's per-task path records into (the
+histograms of a Dask span's export: tests/unit/test_span_histograms.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 
 from otel_spans import OtelSpansPlugin
-from otel_spans.telemetry.task_histogram import BOUNDS, TaskDurationHistogram
+from otel_spans.telemetry.histogram import OwnHistogram
+from otel_spans.telemetry.metrics import TASK_DURATION
 from tests.support.cluster import await_until, cluster_test
 
 ATTRS = (("dask.span.name", "wf"), ("dask.task.prefix", "inc"))
@@ -40,7 +42,7 @@ def points(data: object) -> list:
 
 
 def test_cumulative_buckets_match_an_sdk_histogram_and_carry_exemplars() -> None:
-    h = TaskDurationHistogram()
+    h = OwnHistogram(TASK_DURATION)
     for value in (0.0005, 0.002, 0.002, 0.7, 400.0):
         h.record(ATTRS, value)
     h.record(ATTRS, 0.03, trace_id=7, span_id=9)
@@ -48,8 +50,8 @@ def test_cumulative_buckets_match_an_sdk_histogram_and_carry_exemplars() -> None
     assert point.count == 6
     assert point.sum == 0.0005 + 0.002 * 2 + 0.7 + 400 + 0.03
     assert point.min == 0.0005 and point.max == 400.0
-    assert list(point.explicit_bounds) == list(BOUNDS)
-    expected = [0] * (len(BOUNDS) + 1)
+    assert list(point.explicit_bounds) == list(TASK_DURATION.bounds)
+    expected = [0] * (len(TASK_DURATION.bounds) + 1)
     expected[0], expected[1], expected[3], expected[7], expected[-1] = 1, 2, 1, 1, 1
     assert list(point.bucket_counts) == expected
     (exemplar,) = point.exemplars
@@ -58,7 +60,7 @@ def test_cumulative_buckets_match_an_sdk_histogram_and_carry_exemplars() -> None
 
 
 def test_delta_reports_only_what_is_new_per_reader() -> None:
-    h = TaskDurationHistogram()
+    h = OwnHistogram(TASK_DURATION)
     delta = AggregationTemporality.DELTA
     h.record(ATTRS, 0.2)
     (first,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
@@ -74,7 +76,7 @@ def test_delta_reports_only_what_is_new_per_reader() -> None:
 
 def test_a_delta_point_carries_its_own_intervals_min_and_max() -> None:
     """Not the all-time extremes: a quiet interval after a slow task says so."""
-    h = TaskDurationHistogram()
+    h = OwnHistogram(TASK_DURATION)
     delta = AggregationTemporality.DELTA
     h.record(ATTRS, 0.2)
     h.record(ATTRS, 5.0)
@@ -98,7 +100,7 @@ def test_a_delta_point_carries_its_own_intervals_min_and_max() -> None:
 
 
 def test_a_series_new_since_a_delta_readers_first_collection_has_its_own_extremes() -> None:
-    h = TaskDurationHistogram()
+    h = OwnHistogram(TASK_DURATION)
     delta = AggregationTemporality.DELTA
     h.record(ATTRS, 0.2)
     points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]

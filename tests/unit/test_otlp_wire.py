@@ -30,6 +30,9 @@ scalars = st.one_of(
 values = st.one_of(
     scalars,
     st.lists(st.text(), max_size=4).map(tuple),
+    st.lists(st.text(), max_size=4),
+    # items past one length byte, as a tuple's items are encoded apart from scalars
+    st.lists(st.text(min_size=40, max_size=140), max_size=2).map(tuple),
     st.lists(int64, max_size=4).map(tuple),
     st.lists(st.booleans(), max_size=4).map(tuple),
 )
@@ -181,6 +184,7 @@ def test_odd_values_never_break_a_batch() -> None:
             "big": 2**70,
             "neg": -1,
             "lone": "\ud800x",
+            "lones": ("ok", "\ud800x"),
             "none": None,
             "obj": object,
             # lengths past one varint byte, and an int of a subclass
@@ -194,6 +198,7 @@ def test_odd_values_never_break_a_batch() -> None:
     assert values["big"].string_value == str(2**70)
     assert values["neg"].int_value == -1
     assert values["lone"].string_value == "\ufffdx"  # as names.clean replaces it
+    assert [v.string_value for v in values["lones"].array_value.values] == ["ok", "\ufffdx"]
     assert "none" not in values
     assert values["obj"].string_value == str(object)
     assert values["long"].string_value == "é" * 300

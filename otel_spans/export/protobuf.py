@@ -121,8 +121,8 @@ def any_value(value: object, max_length: int) -> bytes:
 def nested_value(value: object, max_length: int) -> bytes:
     """An ``AnyValue`` payload for a log body: maps, lists and bytes at any depth.
 
-    The caller bounds depth and size (:func:`otel_spans.logs.safe_body`); ``None`` is
-    an empty ``AnyValue``, as the SDK writes it.
+    The caller bounds depth and size (:func:`otel_spans.telemetry.log_body.safe_body`);
+    ``None`` is an empty ``AnyValue``, as the SDK writes it.
     """
     if value is None:
         return b""

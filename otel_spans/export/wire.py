@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from otel_spans.export.protobuf import (
     SMALL,
@@ -222,19 +223,23 @@ def log_record(
     span_id: int = 0,
     event_name: str = "",
     sampled: bool = True,
+    encoded_body: bytes | None = None,
 ) -> bytes:
     """One ``LogRecord`` message (without its own tag), observed when it happened.
 
     With a trace and span id the record is correlated with that span; its flags carry
-    the trace's sampling decision (``sampled``).
+    the trace's sampling decision (``sampled``). ``encoded_body``, when given, is the
+    body's ``AnyValue`` already written, and ``body`` is not read.
     """
     max_length = limits.log_attribute_length
-    parts = [_LOG_TIME + pack_fixed64(time_ns)]
-    if severity_number:
-        parts.append(_LOG_SEVERITY_NUMBER + varint(severity_number))
-    if severity_text:
-        parts.append(message(_LOG_SEVERITY_TEXT, utf8(severity_text, max_length)))
-    parts.append(message(_LOG_BODY, nested_value(body, max_length)))
+    timestamp = pack_fixed64(time_ns)
+    parts = [
+        _LOG_TIME + timestamp,
+        _severity(severity_number, severity_text, max_length),
+        message(
+            _LOG_BODY, nested_value(body, max_length) if encoded_body is None else encoded_body
+        ),
+    ]
     encoded, dropped = key_values(
         _LOG_ATTRIBUTE, attributes, limits.log_attribute_count, max_length
     )
@@ -248,10 +253,26 @@ def log_record(
             _LOG_TRACE_ID + b"\x10" + _trace_id(trace_id),
             _LOG_SPAN_ID + b"\x08" + _span_id(span_id),
         )
-    parts.append(_LOG_OBSERVED_TIME + pack_fixed64(time_ns))
+    parts.append(_LOG_OBSERVED_TIME + timestamp)
     if event_name:
-        parts.append(message(_LOG_EVENT_NAME, utf8(event_name, max_length)))
+        parts.append(_event_name(event_name, max_length))
     return b"".join(parts)
+
+
+@lru_cache(maxsize=256)
+def _severity(severity_number: int, severity_text: str, max_length: int) -> bytes:
+    """A log record's severity fields: a handful of pairs recur on every record."""
+    out = b""
+    if severity_number:
+        out += _LOG_SEVERITY_NUMBER + varint(severity_number)
+    if severity_text:
+        out += message(_LOG_SEVERITY_TEXT, utf8(severity_text, max_length))
+    return out
+
+
+@lru_cache(maxsize=256)
+def _event_name(event_name: str, max_length: int) -> bytes:
+    return message(_LOG_EVENT_NAME, utf8(event_name, max_length))
 
 
 class RequestEncoder:

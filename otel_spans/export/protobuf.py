@@ -142,9 +142,10 @@ def nested_value(value: object, max_length: int) -> bytes:
     return scalar(value, max_length)
 
 
-#: ``KeyValue.key`` with its tag, by key: the few dozen keys of otel-spans recur on
-#: every record (bounded: a Python logger's record may bring keys of its own).
-_KEYS: dict[str, bytes] = {}
+#: ``KeyValue.key`` with its tag, and its length, by key: the few dozen keys of
+#: otel-spans recur on every record (bounded: a Python logger's record may bring keys
+#: of its own).
+_KEYS: dict[str, tuple[bytes, int]] = {}
 _MAX_KEYS = 4096
 #: By a field's tag: that tag followed by each one-byte length, 0 to 127.
 _HEADS: dict[bytes, list[bytes]] = {}
@@ -160,11 +161,12 @@ _DOUBLE_VALUE = KV_VALUE + b"\x09" + ANY_DOUBLE
 _ARRAY_STRING = [ARRAY_VALUES + SMALL[n + 2] + ANY_STRING + SMALL[n] for n in range(0x7E)]
 
 
-def _key(name: str) -> bytes:
+def _key(name: str) -> tuple[bytes, int]:
     if len(_KEYS) >= _MAX_KEYS:
         _KEYS.clear()
-    encoded = _KEYS[name] = key_field(name)
-    return encoded
+    key = key_field(name)
+    entry = _KEYS[name] = key, len(key)
+    return entry
 
 
 def _heads(field_tag: bytes) -> list[bytes]:
@@ -186,14 +188,21 @@ def _strings(value: Sequence[object], max_length: int) -> bytes | None:
     return ANY_ARRAY + (SMALL[size] if size < 0x80 else varint(size)) + items
 
 
+def _pair(field_tag: bytes, key: bytes, payload: bytes) -> bytes:
+    """A ``KeyValue`` under ``field_tag`` of any ``AnyValue`` payload."""
+    return message(field_tag, key + message(KV_VALUE, payload))
+
+
 def key_values(
     field_tag: bytes, attributes: Mapping[str, object], max_count: int, max_length: int
 ) -> tuple[bytes, int]:
     """Repeated ``KeyValue`` fields under ``field_tag``: the first ``max_count`` pairs, values
     cut to ``max_length``, and how many were dropped. ``None`` values are left out, as
     the SDK does."""
+    if len(attributes) > max_count:
+        return _first(field_tag, attributes, max_count, max_length)
     parts: list[bytes] = []
-    dropped = 0
+    append = parts.append
     keys = _KEYS
     heads = _HEADS.get(field_tag) or _heads(field_tag)
     pairs: Iterable[tuple[str, Any]] = attributes.items()  # dispatched on type() below
@@ -203,42 +212,55 @@ def key_values(
     for name, value in pairs:
         if value is None:
             continue
-        if len(parts) == max_count:
-            dropped += 1
-            continue
-        key = keys.get(name) or _key(name)
+        key, size = keys.get(name) or _key(name)
         cls = type(value)
-        payload = None
         if cls is str:
             try:
-                tail = value[:max_length].encode()
+                encoded = value[:max_length].encode()
             except UnicodeEncodeError:
-                tail = utf8(value, max_length)
-            size = len(tail)
-            if size < 0x7E:
-                head = _STRING_VALUE[size]
+                encoded = utf8(value, max_length)
+            length = len(encoded)
+            size += length + 4
+            if size < 0x80:
+                append(heads[size] + key + _STRING_VALUE[length] + encoded)
             else:
-                payload = ANY_STRING + varint(size) + tail
-        elif cls is int and 0 <= value < 0x80:
-            head, tail = _SMALL_INT_VALUE[value], b""
-        elif cls is int and INT64_MIN <= value <= INT64_MAX:
-            tail = varint(value)
-            head = _INT_VALUE[len(tail)]
-        elif cls is float:
-            head, tail = _DOUBLE_VALUE, pack_double(value)
-        elif cls is bool:
-            head, tail = _BOOL_VALUE[value], b""
+                append(_pair(field_tag, key, ANY_STRING + varint(length) + encoded))
+        elif cls is int:
+            if 0 <= value < 0x80 and size < 0x80 - 4:
+                append(heads[size + 4] + key + _SMALL_INT_VALUE[value])
+            elif INT64_MIN <= value <= INT64_MAX:
+                encoded = varint(value)
+                size += len(encoded) + 3
+                if size < 0x80:
+                    append(heads[size] + key + _INT_VALUE[len(encoded)] + encoded)
+                else:
+                    append(_pair(field_tag, key, ANY_INT + encoded))
+            else:
+                append(_pair(field_tag, key, any_value(value, max_length)))
+        elif cls is float and size < 0x80 - 11:
+            append(heads[size + 11] + key + _DOUBLE_VALUE + pack_double(value))
+        elif cls is bool and size < 0x80 - 4:
+            append(heads[size + 4] + key + _BOOL_VALUE[value])
         elif cls is tuple or cls is list:
             payload = _strings(value, max_length) or any_value(value, max_length)
+            append(_pair(field_tag, key, payload))
         else:
-            payload = any_value(value, max_length)
-        if payload is not None:
-            size = len(payload)
-            head = KV_VALUE + (SMALL[size] if size < 0x80 else varint(size))
-            tail = payload
-        size = len(key) + len(head) + len(tail)
-        if size < 0x80:
-            parts.append(heads[size] + key + head + tail)
+            append(_pair(field_tag, key, any_value(value, max_length)))
+    return b"".join(parts), 0
+
+
+def _first(
+    field_tag: bytes, attributes: Mapping[str, object], max_count: int, max_length: int
+) -> tuple[bytes, int]:
+    """:func:`key_values` of more attributes than ``max_count``: the first are kept."""
+    kept: dict[str, object] = {}
+    dropped = 0
+    for name, value in attributes.items():
+        if value is None:
+            continue
+        if len(kept) == max_count:
+            dropped += 1
         else:
-            parts.append(field_tag + varint(size) + key + head + tail)
-    return b"".join(parts), dropped
+            kept[name] = value
+    encoded, _ = key_values(field_tag, kept, max_count, max_length)
+    return encoded, dropped

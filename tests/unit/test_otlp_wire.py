@@ -36,7 +36,9 @@ values = st.one_of(
     st.lists(int64, max_size=4).map(tuple),
     st.lists(st.booleans(), max_size=4).map(tuple),
 )
-attribute_maps = st.dictionaries(st.text(min_size=1, max_size=20), values, max_size=8)
+# keys past one length byte too, each kind of value then taking the general path
+keys = st.one_of(st.text(min_size=1, max_size=20), st.text(min_size=100, max_size=140))
+attribute_maps = st.dictionaries(keys, values, max_size=8)
 ids64 = st.integers(min_value=1, max_value=2**64 - 1)
 ids128 = st.integers(min_value=1, max_value=2**128 - 1)
 times = st.integers(min_value=0, max_value=2**63 - 1)

@@ -188,6 +188,31 @@ def _strings(value: Sequence[object], max_length: int) -> bytes | None:
     return ANY_ARRAY + (SMALL[size] if size < 0x80 else varint(size)) + items
 
 
+#: ``AnyValue`` payloads of tuples of strings, by string limit: a span's tags, its
+#: workflow's bottlenecks and findings recur from one workflow to the next. Only tuples
+#: of strings go in, so a hit is a tuple of equal strings, which encode alike.
+_TUPLES: dict[int, dict[tuple[object, ...], bytes]] = {}
+_MAX_TUPLES = 1024
+
+
+def _tuple(value: tuple[object, ...], max_length: int) -> bytes:
+    cache = _TUPLES.get(max_length)
+    if cache is None:
+        cache = _TUPLES[max_length] = {}
+    try:
+        payload = cache.get(value)
+    except TypeError:  # an item that cannot be hashed (a list): not strings anyway
+        return any_value(value, max_length)
+    if payload is None:
+        payload = _strings(value, max_length)
+        if payload is None:
+            return any_value(value, max_length)
+        if len(cache) >= _MAX_TUPLES:
+            cache.clear()
+        cache[value] = payload
+    return payload
+
+
 def _pair(field_tag: bytes, key: bytes, payload: bytes) -> bytes:
     """A ``KeyValue`` under ``field_tag`` of any ``AnyValue`` payload."""
     return message(field_tag, key + message(KV_VALUE, payload))
@@ -241,7 +266,9 @@ def key_values(
             append(heads[size + 11] + key + _DOUBLE_VALUE + pack_double(value))
         elif cls is bool and size < 0x80 - 4:
             append(heads[size + 4] + key + _BOOL_VALUE[value])
-        elif cls is tuple or cls is list:
+        elif cls is tuple:
+            append(_pair(field_tag, key, _tuple(value, max_length)))
+        elif cls is list:
             payload = _strings(value, max_length) or any_value(value, max_length)
             append(_pair(field_tag, key, payload))
         else:

@@ -20,6 +20,7 @@ format's primitives, are :mod:`otel_spans.export.protobuf`'s.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -86,6 +87,15 @@ _SCOPE_SPANS_SCOPE, _SCOPE_SPANS_SPAN = length_delimited(1), length_delimited(2)
 _SCOPE_NAME, _SCOPE_VERSION = length_delimited(1), length_delimited(2)
 #: ``ScopeSpans.schema_url`` / ``ScopeLogs.schema_url``
 _SCOPE_SPANS_SCHEMA_URL = length_delimited(3)
+_UNSET_STATUS = message(_SPAN_STATUS, b"")
+# A span's ids and times, each with its one-byte tag (and length), in one pack each:
+# the ids big-endian (the trace id as two halves), the times little-endian.
+_ROOT = struct.Struct(">BBQQBBQ").pack
+_PARENTED = struct.Struct(">BBQQBBQBBQ").pack
+_TIMES = struct.Struct("<BQBQ").pack
+_TRACE_TAG, _ID_TAG, _PARENT_TAG = _SPAN_TRACE_ID[0], _SPAN_SPAN_ID[0], _SPAN_PARENT[0]
+_START_TAG, _END_TAG = _SPAN_START[0], _SPAN_END[0]
+_LOW64 = (1 << 64) - 1
 _LOCAL_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
 _REMOTE_PARENT_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
@@ -175,18 +185,15 @@ def span(
     """
     max_length = limits.attribute_length
     name = name[:max_length] or "(empty)"
+    high, low = trace_id >> 64, trace_id & _LOW64
     parts = [
-        _SPAN_TRACE_ID + b"\x10" + _trace_id(trace_id),
-        _SPAN_SPAN_ID + b"\x08" + _span_id(span_id),
-    ]
-    if parent_span_id:
-        parts.append(_SPAN_PARENT + b"\x08" + _span_id(parent_span_id))
-    parts += (
+        _PARENTED(_TRACE_TAG, 16, high, low, _ID_TAG, 8, span_id, _PARENT_TAG, 8, parent_span_id)
+        if parent_span_id
+        else _ROOT(_TRACE_TAG, 16, high, low, _ID_TAG, 8, span_id),
         message(_SPAN_NAME, utf8(name, max_length)),
         _SPAN_KIND + SMALL[kind],
-        _SPAN_START + pack_fixed64(start_ns),
-        _SPAN_END + pack_fixed64(max(end_ns, start_ns)),
-    )
+        _TIMES(_START_TAG, start_ns, _END_TAG, max(end_ns, start_ns)),
+    ]
     encoded, dropped = key_values(_SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length)
     parts.append(encoded)
     if dropped:
@@ -201,12 +208,15 @@ def span(
     links_dropped += max(len(links) - limits.links, 0)
     if links_dropped:
         parts.append(_SPAN_DROPPED_LINKS + varint(links_dropped))
-    status = b""
-    if status_message:
-        status += message(_STATUS_MESSAGE, utf8(status_message, max_length))
-    if status_code:
-        status += _STATUS_CODE + SMALL[status_code]
-    parts.append(message(_SPAN_STATUS, status))
+    if status_message or status_code:
+        status = b""
+        if status_message:
+            status += message(_STATUS_MESSAGE, utf8(status_message, max_length))
+        if status_code:
+            status += _STATUS_CODE + SMALL[status_code]
+        parts.append(message(_SPAN_STATUS, status))
+    else:
+        parts.append(_UNSET_STATUS)
     parts.append(_REMOTE_PARENT_FLAGS if parent_remote and parent_span_id else _LOCAL_FLAGS)
     return b"".join(parts)
 

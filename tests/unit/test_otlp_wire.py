@@ -178,6 +178,14 @@ def test_length_limit_cuts_names_strings_array_items_and_status() -> None:
     assert span.status.message == "boom" and span.status.code == 2
 
 
+def test_a_tuple_seen_before_is_cut_by_each_limit() -> None:
+    """Tuples of strings are remembered once encoded, per string limit."""
+    for length, expected in ((3, ["abc", "x"]), (100, ["abcdef", "x"]), (3, ["abc", "x"])):
+        limits = RecordLimits(attribute_length=length)
+        span = one_span(attributes={"t": ("abcdef", "x")}, limits=limits)
+        assert [v.string_value for v in span.attributes[0].value.array_value.values] == expected
+
+
 def test_odd_values_never_break_a_batch() -> None:
     span = one_span(
         name="",
@@ -187,6 +195,7 @@ def test_odd_values_never_break_a_batch() -> None:
             "neg": -1,
             "lone": "\ud800x",
             "lones": ("ok", "\ud800x"),
+            "nested": ("a", ["b"]),  # unhashable: no cache of tuples takes it
             "none": None,
             "obj": object,
             # lengths past one varint byte, and an int of a subclass
@@ -201,6 +210,7 @@ def test_odd_values_never_break_a_batch() -> None:
     assert values["neg"].int_value == -1
     assert values["lone"].string_value == "\ufffdx"  # as names.clean replaces it
     assert [v.string_value for v in values["lones"].array_value.values] == ["ok", "\ufffdx"]
+    assert [v.string_value for v in values["nested"].array_value.values] == ["a", "['b']"]
     assert "none" not in values
     assert values["obj"].string_value == str(object)
     assert values["long"].string_value == "é" * 300

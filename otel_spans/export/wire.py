@@ -24,6 +24,7 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from otel_spans.export.protobuf import (
     SMALL,
@@ -100,8 +101,9 @@ _LOCAL_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=False)
 _REMOTE_PARENT_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
 
-@dataclass(frozen=True, slots=True)
-class WireEvent:
+# A named tuple, not a frozen dataclass: one is built per event of every span, and a
+# frozen dataclass's __init__ sets each field through object.__setattr__.
+class WireEvent(NamedTuple):
     name: str
     time_ns: int
     attributes: Mapping[str, object]
@@ -133,12 +135,18 @@ def _event(event: WireEvent, limits: RecordLimits) -> bytes:
     out = (
         _EVENT_TIME
         + pack_fixed64(event.time_ns)
-        + message(_EVENT_NAME, utf8(event.name, limits.attribute_length))
+        + _span_event_name(event.name, limits.attribute_length)
         + attributes
     )
     if dropped:
         out += _EVENT_DROPPED_ATTRIBUTES + varint(dropped)
     return out
+
+
+@lru_cache(maxsize=256)
+def _span_event_name(name: str, max_length: int) -> bytes:
+    """``Event.name`` with its tag: a handful of names recur on every span."""
+    return message(_EVENT_NAME, utf8(name, max_length))
 
 
 def _link(link: WireLink, limits: RecordLimits) -> bytes:

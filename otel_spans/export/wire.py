@@ -1,4 +1,5 @@
-"""OTLP trace and log protobufs written straight to the wire format.
+"""OTLP trace protobufs, and the request around log records, written straight to the
+wire format.
 
 Why not the SDK's encoder: a record would first become a ``ReadableSpan`` (bounded
 attributes, span contexts, status objects), then ``encode_spans`` would build one
@@ -9,7 +10,8 @@ of that: keys are encoded once and cached, and a span is a ``bytes.join`` of a f
 pieces.
 
 Log records (Dask's events, one per client call on a busy scheduler) are written the
-same way, for the same reason.
+same way, for the same reason, by :mod:`.log_wire`; :class:`RequestEncoder` wraps
+either.
 
 The output is an ordinary ``ExportTraceServiceRequest`` or ``ExportLogsServiceRequest``;
 ``tests/unit/test_otlp_wire.py`` checks it field by field against the SDK's encoders. Field
@@ -31,7 +33,6 @@ from otel_spans.export.protobuf import (
     key_values,
     length_delimited,
     message,
-    nested_value,
     pack_fixed32,
     pack_fixed64,
     tag,
@@ -72,13 +73,6 @@ _LINK_TRACE_ID, _LINK_SPAN_ID = length_delimited(1), length_delimited(2)
 _LINK_ATTRIBUTE, _LINK_DROPPED_ATTRIBUTES = length_delimited(4), tag(5, 0)
 _LINK_FLAGS = tag(6, 5)
 _STATUS_MESSAGE, _STATUS_CODE = length_delimited(2), tag(3, 0)
-_LOG_TIME, _LOG_SEVERITY_NUMBER = tag(1, 1), tag(2, 0)
-_LOG_SEVERITY_TEXT, _LOG_BODY = length_delimited(3), length_delimited(5)
-_LOG_ATTRIBUTE, _LOG_DROPPED_ATTRIBUTES = length_delimited(6), tag(7, 0)
-_LOG_FLAGS, _LOG_TRACE_ID, _LOG_SPAN_ID = tag(8, 5), length_delimited(9), length_delimited(10)
-_LOG_OBSERVED_TIME, _LOG_EVENT_NAME = tag(11, 1), length_delimited(12)
-#: ``LogRecord.flags``: the W3C "sampled" bit of the span a record belongs to.
-_LOG_FLAGS_SAMPLED = _LOG_FLAGS + pack_fixed32(1)
 # ExportTraceServiceRequest and ExportLogsServiceRequest (and their ResourceSpans /
 # ResourceLogs, ScopeSpans / ScopeLogs) number their fields alike.
 _REQUEST_RESOURCE_SPANS = length_delimited(1)
@@ -227,70 +221,6 @@ def span(
         parts.append(_UNSET_STATUS)
     parts.append(_REMOTE_PARENT_FLAGS if parent_remote and parent_span_id else _LOCAL_FLAGS)
     return b"".join(parts)
-
-
-def log_record(
-    *,
-    time_ns: int,
-    severity_number: int,
-    severity_text: str,
-    body: object,
-    attributes: Mapping[str, object],
-    limits: RecordLimits,
-    trace_id: int = 0,
-    span_id: int = 0,
-    event_name: str = "",
-    sampled: bool = True,
-    encoded_body: bytes | None = None,
-) -> bytes:
-    """One ``LogRecord`` message (without its own tag), observed when it happened.
-
-    With a trace and span id the record is correlated with that span; its flags carry
-    the trace's sampling decision (``sampled``). ``encoded_body``, when given, is the
-    body's ``AnyValue`` already written, and ``body`` is not read.
-    """
-    max_length = limits.log_attribute_length
-    timestamp = pack_fixed64(time_ns)
-    parts = [
-        _LOG_TIME + timestamp,
-        _severity(severity_number, severity_text, max_length),
-        message(
-            _LOG_BODY, nested_value(body, max_length) if encoded_body is None else encoded_body
-        ),
-    ]
-    encoded, dropped = key_values(
-        _LOG_ATTRIBUTE, attributes, limits.log_attribute_count, max_length
-    )
-    parts.append(encoded)
-    if dropped:
-        parts.append(_LOG_DROPPED_ATTRIBUTES + varint(dropped))
-    if trace_id and span_id:
-        if sampled:
-            parts.append(_LOG_FLAGS_SAMPLED)
-        parts += (
-            _LOG_TRACE_ID + b"\x10" + _trace_id(trace_id),
-            _LOG_SPAN_ID + b"\x08" + _span_id(span_id),
-        )
-    parts.append(_LOG_OBSERVED_TIME + timestamp)
-    if event_name:
-        parts.append(_event_name(event_name, max_length))
-    return b"".join(parts)
-
-
-@lru_cache(maxsize=256)
-def _severity(severity_number: int, severity_text: str, max_length: int) -> bytes:
-    """A log record's severity fields: a handful of pairs recur on every record."""
-    out = b""
-    if severity_number:
-        out += _LOG_SEVERITY_NUMBER + varint(severity_number)
-    if severity_text:
-        out += message(_LOG_SEVERITY_TEXT, utf8(severity_text, max_length))
-    return out
-
-
-@lru_cache(maxsize=256)
-def _event_name(event_name: str, max_length: int) -> bytes:
-    return message(_LOG_EVENT_NAME, utf8(event_name, max_length))
 
 
 class RequestEncoder:

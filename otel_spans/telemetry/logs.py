@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from otel_spans import __version__, semconv
-from otel_spans.export import wire
+from otel_spans.export import log_wire, wire
 from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.export.senders import make_request_sender
@@ -38,7 +38,7 @@ def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
         body, encoded = None, encoded_body(entry.body, max_length)
     else:
         body, encoded = safe_body(entry.body, body_length), None
-    return wire.log_record(
+    return log_wire.log_record(
         time_ns=entry.time_ns,
         severity_number=entry.severity_number,
         severity_text=entry.severity_text,

@@ -17,6 +17,7 @@ from opentelemetry.trace import Link as SdkLink
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_spans.config import RecordLimits
+from otel_spans.export import log_wire
 from otel_spans.export import wire as otlp_wire
 from otel_spans.export.wire import WireEvent, WireLink
 
@@ -306,7 +307,7 @@ def test_same_log_request_as_the_sdk_encoder(logs: list[dict[str, Any]]) -> None
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
     encoder = otlp_wire.RequestEncoder(RESOURCE, "otel_spans")
-    ours = encoder.request([otlp_wire.log_record(limits=UNLIMITED, **fields) for fields in logs])
+    ours = encoder.request([log_wire.log_record(limits=UNLIMITED, **fields) for fields in logs])
     assert ExportLogsServiceRequest.FromString(ours) == encode_logs([sdk_log(f) for f in logs])
 
 
@@ -315,7 +316,7 @@ def test_log_limits_cut_strings_at_any_depth_and_count_attributes() -> None:
 
     # the log record limits (OTEL_LOGRECORD_ATTRIBUTE_*), not the spans'
     limits = RecordLimits(log_attribute_length=3, log_attribute_count=1)
-    record = otlp_wire.log_record(
+    record = log_wire.log_record(
         time_ns=1,
         severity_number=9,
         severity_text="INFO",

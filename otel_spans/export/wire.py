@@ -254,17 +254,32 @@ class RequestEncoder:
         return self.scoped_request([(self._scope, spans)])
 
     def scoped_request(self, scopes: Iterable[tuple[bytes, Iterable[bytes]]]) -> bytes:
-        """One request of several scopes: (encoded scope or b"" for ours, its items)."""
-        resource_spans = self._resource + b"".join(
-            message(
-                _RESOURCE_SPANS_SCOPE_SPANS,
-                (scope or self._scope)
-                + b"".join(message(_SCOPE_SPANS_SPAN, s) for s in items)
-                + self._schema_url,
-            )
-            for scope, items in scopes
-        )
-        return message(_REQUEST_RESOURCE_SPANS, resource_spans)
+        """One request of several scopes: (encoded scope or b"" for ours, its items).
+
+        Written by one join, the lengths added up on the way: wrapping each level in
+        turn would copy the whole request (100 kB and more) once per level.
+        """
+        parts = [b"", self._resource]
+        total = len(self._resource)
+        schema_url = self._schema_url
+        for scope, items in scopes:
+            scope = scope or self._scope
+            at = len(parts)
+            parts += (b"", scope)
+            size = len(scope) + len(schema_url)
+            for item in items:
+                head = _SCOPE_SPANS_SPAN + _length(len(item))
+                parts += (head, item)
+                size += len(head) + len(item)
+            parts.append(schema_url)
+            parts[at] = _RESOURCE_SPANS_SCOPE_SPANS + _length(size)
+            total += len(parts[at]) + size
+        parts[0] = _REQUEST_RESOURCE_SPANS + _length(total)
+        return b"".join(parts)
+
+
+def _length(size: int) -> bytes:
+    return SMALL[size] if size < 0x80 else varint(size)
 
 
 def scope(name: str) -> bytes:

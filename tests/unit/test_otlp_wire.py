@@ -333,3 +333,35 @@ def test_log_limits_cut_strings_at_any_depth_and_count_attributes() -> None:
     assert [kv.value.string_value for kv in log.attributes] == ["lon"]
     assert log.dropped_attributes_count == 1
     assert not log.trace_id and not log.span_id and log.flags == 0
+
+
+def test_a_request_of_several_scopes_and_long_records() -> None:
+    """Lengths past one byte at every level: records, scopes, the resource's entry."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    encoder = otlp_wire.RequestEncoder(RESOURCE, "otel_spans", "1.2", "https://schema")
+    records = [
+        log_wire.log_record(
+            time_ns=i,
+            severity_number=9,
+            severity_text="INFO",
+            body="x" * 200 * i,
+            attributes={},
+            limits=UNLIMITED,
+        )
+        for i in range(1, 4)
+    ]
+    scopes = [(b"", records[:1]), (otlp_wire.scope("app.db"), records[1:]), (b"", [])]
+    request = ExportLogsServiceRequest.FromString(encoder.scoped_request(scopes))
+    (resource_logs,) = request.resource_logs
+    assert {kv.key for kv in resource_logs.resource.attributes} == set(RESOURCE)
+    assert [s.scope.name for s in resource_logs.scope_logs] == [
+        "otel_spans",
+        "app.db",
+        "otel_spans",
+    ]
+    assert resource_logs.scope_logs[0].scope.version == "1.2"
+    assert all(s.schema_url == "https://schema" for s in resource_logs.scope_logs)
+    times = [[r.time_unix_nano for r in s.log_records] for s in resource_logs.scope_logs]
+    assert times == [[1], [2, 3], []]
+    assert resource_logs.scope_logs[1].log_records[1].body.string_value == "x" * 600

@@ -31,6 +31,7 @@ from otel_spans.export.protobuf import (
     KVLIST_VALUES,
     SMALL,
     key_field,
+    key_values,
     message,
     nested_value,
     pack_double,
@@ -96,6 +97,9 @@ def encoded_body(value: Any, max_length: int, depth: int = 0) -> bytes:
         return _TRUE if value else _FALSE
     if depth < _MAX_DEPTH:
         if cls is dict and len(value) <= _MAX_ITEMS:
+            if _flat(value, max_length):  # written as attributes are: the same bytes
+                pairs_only, _ = key_values(KVLIST_VALUES, value, _MAX_ITEMS, max_length)
+                return message(ANY_KVLIST, pairs_only)
             pairs = []
             for k, v in value.items():
                 # A key cut to max_length could meet another: safe_body keeps one.
@@ -113,3 +117,20 @@ def encoded_body(value: Any, max_length: int, depth: int = 0) -> bytes:
             )
             return message(ANY_ARRAY, items)
     return nested_value(safe_body(value, max_length, depth), max_length)
+
+
+def _flat(value: dict[Any, Any], max_length: int) -> bool:
+    """Whether a dict holds only short string keys and plain scalar values (a Dask
+    event's metrics): then its ``KeyValueList`` is what ``key_values`` writes. Strings
+    longer than ``max_length`` are not: ``key_values`` cuts a string holding a
+    surrogate pair where the pair may straddle the cut, ``safe_body`` before it."""
+    for k, v in value.items():
+        if type(k) is not str or len(k) > max_length:
+            return False
+        cls = type(v)
+        if cls is str:
+            if len(v) > max_length:
+                return False
+        elif cls is not int and cls is not float and cls is not bool:
+            return False
+    return True

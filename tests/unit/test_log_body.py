@@ -71,6 +71,8 @@ def test_the_bounds_hold_in_one_pass() -> None:
         {str(i): i for i in range(150)},
         {"long-key-" * 3: 1, "long-key-" * 3 + "x": 2},  # keys that meet once cut
         {1: "a", "1": "b"},  # keys that meet as text
+        {"flat": 1, "pair": "x" * 11 + "\ud83d\ude00"},  # a surrogate pair at the cut
+        {"flat": 1.5, "none": None, "big": 2**70, "yes": True},
     ]
     for body in cases:
         assert encoded_body(body, 12) == nested_value(safe_body(body, 12), 12)

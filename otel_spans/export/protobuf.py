@@ -10,8 +10,9 @@ are cut) are read apart from the messages that carry them. Field numbers are tho
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 from otel_spans.names import clean
 
@@ -27,6 +28,23 @@ def varint(value: int) -> bytes:
         return SMALL[value]
     if value < 0:
         value += 1 << 64
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    size = (value.bit_length() + 6) // 7
+    if size > 10:
+        return _varint_loop(value)
+    # Each 7-bit group moved to a byte of its own by three masked shifts (28-, 14- and
+    # 7-bit halves) instead of a turn of a loop per byte: every span carries
+    # nanosecond timestamps, nine bytes each.
+    spread = value & 0xFFFFFFF | (value & 0xFFFFFFF0000000) << 4
+    spread = spread & 0x00003FFF00003FFF | (spread & 0x0FFFC0000FFFC000) << 2
+    spread = spread & 0x007F007F007F007F | (spread & 0x3F803F803F803F80) << 1
+    if size > 8:
+        spread |= (value >> 56 & 0x7F) << 64 | (value >> 63) << 72
+    return (spread | _CONTINUED[size]).to_bytes(size, "little")
+
+
+def _varint_loop(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -35,6 +53,8 @@ def varint(value: int) -> bytes:
     return bytes(out)
 
 
+#: The continuation bits of a varint of n bytes: the top bit of each byte but the last.
+_CONTINUED = [0] + [int.from_bytes(b"\x80" * (n - 1) + b"\x00", "little") for n in range(1, 11)]
 SMALL = [bytes([i]) for i in range(0x80)]
 
 
@@ -101,8 +121,8 @@ def any_value(value: object, max_length: int) -> bytes:
 def nested_value(value: object, max_length: int) -> bytes:
     """An ``AnyValue`` payload for a log body: maps, lists and bytes at any depth.
 
-    The caller bounds depth and size (:func:`otel_spans.logs.safe_body`); ``None`` is
-    an empty ``AnyValue``, as the SDK writes it.
+    The caller bounds depth and size (:func:`otel_spans.telemetry.log_body.safe_body`);
+    ``None`` is an empty ``AnyValue``, as the SDK writes it.
     """
     if value is None:
         return b""
@@ -122,37 +142,152 @@ def nested_value(value: object, max_length: int) -> bytes:
     return scalar(value, max_length)
 
 
+#: ``KeyValue.key`` with its tag, and its length, by key: the few dozen keys of
+#: otel-spans recur on every record (bounded: a Python logger's record may bring keys
+#: of its own).
+_KEYS: dict[str, tuple[bytes, int]] = {}
+_MAX_KEYS = 4096
+#: By a field's tag: that tag followed by each one-byte length, 0 to 127.
+_HEADS: dict[bytes, list[bytes]] = {}
+# What follows the key in a ``KeyValue``, up to the value's own bytes (the value's tag
+# and length, the ``AnyValue``'s tag, a string's length), for the common kinds: by the
+# length of those bytes (by the value itself for small integers and booleans). And the
+# same head for a string in an ``ArrayValue``.
+_STRING_VALUE = [KV_VALUE + SMALL[n + 2] + ANY_STRING + SMALL[n] for n in range(0x7E)]
+_SMALL_INT_VALUE = [KV_VALUE + b"\x02" + ANY_INT + SMALL[n] for n in range(0x80)]
+_INT_VALUE = [KV_VALUE + SMALL[n + 1] + ANY_INT for n in range(11)]
+_BOOL_VALUE = [KV_VALUE + b"\x02" + ANY_BOOL + SMALL[n] for n in range(2)]
+_DOUBLE_VALUE = KV_VALUE + b"\x09" + ANY_DOUBLE
+_ARRAY_STRING = [ARRAY_VALUES + SMALL[n + 2] + ANY_STRING + SMALL[n] for n in range(0x7E)]
+
+
+def _key(name: str) -> tuple[bytes, int]:
+    if len(_KEYS) >= _MAX_KEYS:
+        _KEYS.clear()
+    key = key_field(name)
+    entry = _KEYS[name] = key, len(key)
+    return entry
+
+
+def _heads(field_tag: bytes) -> list[bytes]:
+    heads = _HEADS[field_tag] = [field_tag + SMALL[n] for n in range(0x80)]
+    return heads
+
+
+def _strings(value: Sequence[object], max_length: int) -> bytes | None:
+    """The ``AnyValue`` of a tuple or list of short strings (a span's tags, its critical
+    path's groups), or None when it is anything else: then :func:`any_value` writes it."""
+    try:
+        encoded = [item[:max_length].encode() for item in value if type(item) is str]
+        if len(encoded) != len(value):
+            return None
+        items = b"".join([_ARRAY_STRING[len(item)] + item for item in encoded])
+    except (UnicodeEncodeError, IndexError):  # a lone surrogate; 126 bytes or more
+        return None
+    size = len(items)
+    return ANY_ARRAY + (SMALL[size] if size < 0x80 else varint(size)) + items
+
+
+#: ``AnyValue`` payloads of tuples of strings, by string limit: a span's tags, its
+#: workflow's bottlenecks and findings recur from one workflow to the next. Only tuples
+#: of strings go in, so a hit is a tuple of equal strings, which encode alike.
+_TUPLES: dict[int, dict[tuple[object, ...], bytes]] = {}
+_MAX_TUPLES = 1024
+
+
+def _tuple(value: tuple[object, ...], max_length: int) -> bytes:
+    cache = _TUPLES.get(max_length)
+    if cache is None:
+        cache = _TUPLES[max_length] = {}
+    try:
+        payload = cache.get(value)
+    except TypeError:  # an item that cannot be hashed (a list): not strings anyway
+        return any_value(value, max_length)
+    if payload is None:
+        payload = _strings(value, max_length)
+        if payload is None:
+            return any_value(value, max_length)
+        if len(cache) >= _MAX_TUPLES:
+            cache.clear()
+        cache[value] = payload
+    return payload
+
+
+def _pair(field_tag: bytes, key: bytes, payload: bytes) -> bytes:
+    """A ``KeyValue`` under ``field_tag`` of any ``AnyValue`` payload."""
+    return message(field_tag, key + message(KV_VALUE, payload))
+
+
 def key_values(
     field_tag: bytes, attributes: Mapping[str, object], max_count: int, max_length: int
 ) -> tuple[bytes, int]:
     """Repeated ``KeyValue`` fields under ``field_tag``: the first ``max_count`` pairs, values
     cut to ``max_length``, and how many were dropped. ``None`` values are left out, as
     the SDK does."""
+    if len(attributes) > max_count:
+        return _first(field_tag, attributes, max_count, max_length)
     parts: list[bytes] = []
+    append = parts.append
+    keys = _KEYS
+    heads = _HEADS.get(field_tag) or _heads(field_tag)
+    pairs: Iterable[tuple[str, Any]] = attributes.items()  # dispatched on type() below
+    # Every attribute of every record passes here. The common kinds (by exact type;
+    # subclasses go through any_value) are written as a head looked up by length and
+    # the value's own bytes, and each length below 128 is its one byte, looked up too.
+    for name, value in pairs:
+        if value is None:
+            continue
+        key, size = keys.get(name) or _key(name)
+        cls = type(value)
+        if cls is str:
+            try:
+                encoded = value[:max_length].encode()
+            except UnicodeEncodeError:
+                encoded = utf8(value, max_length)
+            length = len(encoded)
+            size += length + 4
+            if size < 0x80:
+                append(heads[size] + key + _STRING_VALUE[length] + encoded)
+            else:
+                append(_pair(field_tag, key, ANY_STRING + varint(length) + encoded))
+        elif cls is int:
+            if 0 <= value < 0x80 and size < 0x80 - 4:
+                append(heads[size + 4] + key + _SMALL_INT_VALUE[value])
+            elif INT64_MIN <= value <= INT64_MAX:
+                encoded = varint(value)
+                size += len(encoded) + 3
+                if size < 0x80:
+                    append(heads[size] + key + _INT_VALUE[len(encoded)] + encoded)
+                else:
+                    append(_pair(field_tag, key, ANY_INT + encoded))
+            else:
+                append(_pair(field_tag, key, any_value(value, max_length)))
+        elif cls is float and size < 0x80 - 11:
+            append(heads[size + 11] + key + _DOUBLE_VALUE + pack_double(value))
+        elif cls is bool and size < 0x80 - 4:
+            append(heads[size + 4] + key + _BOOL_VALUE[value])
+        elif cls is tuple:
+            append(_pair(field_tag, key, _tuple(value, max_length)))
+        elif cls is list:
+            payload = _strings(value, max_length) or any_value(value, max_length)
+            append(_pair(field_tag, key, payload))
+        else:
+            append(_pair(field_tag, key, any_value(value, max_length)))
+    return b"".join(parts), 0
+
+
+def _first(
+    field_tag: bytes, attributes: Mapping[str, object], max_count: int, max_length: int
+) -> tuple[bytes, int]:
+    """:func:`key_values` of more attributes than ``max_count``: the first are kept."""
+    kept: dict[str, object] = {}
     dropped = 0
-    # Every attribute of every record passes here: the scalar kinds are encoded inline
-    # (by exact type; subclasses and sequences go through any_value), and each length
-    # below 128 is its one byte, without the helpers' calls.
     for name, value in attributes.items():
         if value is None:
             continue
-        if len(parts) == max_count:
+        if len(kept) == max_count:
             dropped += 1
-            continue
-        if type(value) is str:
-            encoded = utf8(value, max_length)
-            size = len(encoded)
-            payload = ANY_STRING + (SMALL[size] if size < 0x80 else varint(size)) + encoded
-        elif type(value) is int and INT64_MIN <= value <= INT64_MAX:
-            payload = ANY_INT + varint(value)
-        elif type(value) is float:
-            payload = ANY_DOUBLE + pack_double(value)
-        elif type(value) is bool:
-            payload = ANY_BOOL + SMALL[value]
         else:
-            payload = any_value(value, max_length)
-        size = len(payload)
-        pair = key_field(name) + KV_VALUE + (SMALL[size] if size < 0x80 else varint(size)) + payload
-        size = len(pair)
-        parts.append(field_tag + (SMALL[size] if size < 0x80 else varint(size)) + pair)
-    return b"".join(parts), dropped
+            kept[name] = value
+    encoded, _ = key_values(field_tag, kept, max_count, max_length)
+    return encoded, dropped

@@ -1,4 +1,5 @@
-"""OTLP trace and log protobufs written straight to the wire format.
+"""OTLP trace protobufs, and the request around log records, written straight to the
+wire format.
 
 Why not the SDK's encoder: a record would first become a ``ReadableSpan`` (bounded
 attributes, span contexts, status objects), then ``encode_spans`` would build one
@@ -9,7 +10,8 @@ of that: keys are encoded once and cached, and a span is a ``bytes.join`` of a f
 pieces.
 
 Log records (Dask's events, one per client call on a busy scheduler) are written the
-same way, for the same reason.
+same way, for the same reason, by :mod:`.log_wire`; :class:`RequestEncoder` wraps
+either.
 
 The output is an ordinary ``ExportTraceServiceRequest`` or ``ExportLogsServiceRequest``;
 ``tests/unit/test_otlp_wire.py`` checks it field by field against the SDK's encoders. Field
@@ -20,15 +22,17 @@ format's primitives, are :mod:`otel_spans.export.protobuf`'s.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 from otel_spans.export.protobuf import (
     SMALL,
     key_values,
     length_delimited,
     message,
-    nested_value,
     pack_fixed32,
     pack_fixed64,
     tag,
@@ -69,13 +73,6 @@ _LINK_TRACE_ID, _LINK_SPAN_ID = length_delimited(1), length_delimited(2)
 _LINK_ATTRIBUTE, _LINK_DROPPED_ATTRIBUTES = length_delimited(4), tag(5, 0)
 _LINK_FLAGS = tag(6, 5)
 _STATUS_MESSAGE, _STATUS_CODE = length_delimited(2), tag(3, 0)
-_LOG_TIME, _LOG_SEVERITY_NUMBER = tag(1, 1), tag(2, 0)
-_LOG_SEVERITY_TEXT, _LOG_BODY = length_delimited(3), length_delimited(5)
-_LOG_ATTRIBUTE, _LOG_DROPPED_ATTRIBUTES = length_delimited(6), tag(7, 0)
-_LOG_FLAGS, _LOG_TRACE_ID, _LOG_SPAN_ID = tag(8, 5), length_delimited(9), length_delimited(10)
-_LOG_OBSERVED_TIME, _LOG_EVENT_NAME = tag(11, 1), length_delimited(12)
-#: ``LogRecord.flags``: the W3C "sampled" bit of the span a record belongs to.
-_LOG_FLAGS_SAMPLED = _LOG_FLAGS + pack_fixed32(1)
 # ExportTraceServiceRequest and ExportLogsServiceRequest (and their ResourceSpans /
 # ResourceLogs, ScopeSpans / ScopeLogs) number their fields alike.
 _REQUEST_RESOURCE_SPANS = length_delimited(1)
@@ -85,12 +82,22 @@ _SCOPE_SPANS_SCOPE, _SCOPE_SPANS_SPAN = length_delimited(1), length_delimited(2)
 _SCOPE_NAME, _SCOPE_VERSION = length_delimited(1), length_delimited(2)
 #: ``ScopeSpans.schema_url`` / ``ScopeLogs.schema_url``
 _SCOPE_SPANS_SCHEMA_URL = length_delimited(3)
+_UNSET_STATUS = message(_SPAN_STATUS, b"")
+# A span's ids and times, each with its one-byte tag (and length), in one pack each:
+# the ids big-endian (the trace id as two halves), the times little-endian.
+_ROOT = struct.Struct(">BBQQBBQ").pack
+_PARENTED = struct.Struct(">BBQQBBQBBQ").pack
+_TIMES = struct.Struct("<BQBQ").pack
+_TRACE_TAG, _ID_TAG, _PARENT_TAG = _SPAN_TRACE_ID[0], _SPAN_SPAN_ID[0], _SPAN_PARENT[0]
+_START_TAG, _END_TAG = _SPAN_START[0], _SPAN_END[0]
+_LOW64 = (1 << 64) - 1
 _LOCAL_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
 _REMOTE_PARENT_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
 
-@dataclass(frozen=True, slots=True)
-class WireEvent:
+# A named tuple, not a frozen dataclass: one is built per event of every span, and a
+# frozen dataclass's __init__ sets each field through object.__setattr__.
+class WireEvent(NamedTuple):
     name: str
     time_ns: int
     attributes: Mapping[str, object]
@@ -122,12 +129,18 @@ def _event(event: WireEvent, limits: RecordLimits) -> bytes:
     out = (
         _EVENT_TIME
         + pack_fixed64(event.time_ns)
-        + message(_EVENT_NAME, utf8(event.name, limits.attribute_length))
+        + _span_event_name(event.name, limits.attribute_length)
         + attributes
     )
     if dropped:
         out += _EVENT_DROPPED_ATTRIBUTES + varint(dropped)
     return out
+
+
+@lru_cache(maxsize=256)
+def _span_event_name(name: str, max_length: int) -> bytes:
+    """``Event.name`` with its tag: a handful of names recur on every span."""
+    return message(_EVENT_NAME, utf8(name, max_length))
 
 
 def _link(link: WireLink, limits: RecordLimits) -> bytes:
@@ -174,18 +187,15 @@ def span(
     """
     max_length = limits.attribute_length
     name = name[:max_length] or "(empty)"
+    high, low = trace_id >> 64, trace_id & _LOW64
     parts = [
-        _SPAN_TRACE_ID + b"\x10" + _trace_id(trace_id),
-        _SPAN_SPAN_ID + b"\x08" + _span_id(span_id),
-    ]
-    if parent_span_id:
-        parts.append(_SPAN_PARENT + b"\x08" + _span_id(parent_span_id))
-    parts += (
+        _PARENTED(_TRACE_TAG, 16, high, low, _ID_TAG, 8, span_id, _PARENT_TAG, 8, parent_span_id)
+        if parent_span_id
+        else _ROOT(_TRACE_TAG, 16, high, low, _ID_TAG, 8, span_id),
         message(_SPAN_NAME, utf8(name, max_length)),
         _SPAN_KIND + SMALL[kind],
-        _SPAN_START + pack_fixed64(start_ns),
-        _SPAN_END + pack_fixed64(max(end_ns, start_ns)),
-    )
+        _TIMES(_START_TAG, start_ns, _END_TAG, max(end_ns, start_ns)),
+    ]
     encoded, dropped = key_values(_SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length)
     parts.append(encoded)
     if dropped:
@@ -200,57 +210,16 @@ def span(
     links_dropped += max(len(links) - limits.links, 0)
     if links_dropped:
         parts.append(_SPAN_DROPPED_LINKS + varint(links_dropped))
-    status = b""
-    if status_message:
-        status += message(_STATUS_MESSAGE, utf8(status_message, max_length))
-    if status_code:
-        status += _STATUS_CODE + SMALL[status_code]
-    parts.append(message(_SPAN_STATUS, status))
+    if status_message or status_code:
+        status = b""
+        if status_message:
+            status += message(_STATUS_MESSAGE, utf8(status_message, max_length))
+        if status_code:
+            status += _STATUS_CODE + SMALL[status_code]
+        parts.append(message(_SPAN_STATUS, status))
+    else:
+        parts.append(_UNSET_STATUS)
     parts.append(_REMOTE_PARENT_FLAGS if parent_remote and parent_span_id else _LOCAL_FLAGS)
-    return b"".join(parts)
-
-
-def log_record(
-    *,
-    time_ns: int,
-    severity_number: int,
-    severity_text: str,
-    body: object,
-    attributes: Mapping[str, object],
-    limits: RecordLimits,
-    trace_id: int = 0,
-    span_id: int = 0,
-    event_name: str = "",
-    sampled: bool = True,
-) -> bytes:
-    """One ``LogRecord`` message (without its own tag), observed when it happened.
-
-    With a trace and span id the record is correlated with that span; its flags carry
-    the trace's sampling decision (``sampled``).
-    """
-    max_length = limits.log_attribute_length
-    parts = [_LOG_TIME + pack_fixed64(time_ns)]
-    if severity_number:
-        parts.append(_LOG_SEVERITY_NUMBER + varint(severity_number))
-    if severity_text:
-        parts.append(message(_LOG_SEVERITY_TEXT, utf8(severity_text, max_length)))
-    parts.append(message(_LOG_BODY, nested_value(body, max_length)))
-    encoded, dropped = key_values(
-        _LOG_ATTRIBUTE, attributes, limits.log_attribute_count, max_length
-    )
-    parts.append(encoded)
-    if dropped:
-        parts.append(_LOG_DROPPED_ATTRIBUTES + varint(dropped))
-    if trace_id and span_id:
-        if sampled:
-            parts.append(_LOG_FLAGS_SAMPLED)
-        parts += (
-            _LOG_TRACE_ID + b"\x10" + _trace_id(trace_id),
-            _LOG_SPAN_ID + b"\x08" + _span_id(span_id),
-        )
-    parts.append(_LOG_OBSERVED_TIME + pack_fixed64(time_ns))
-    if event_name:
-        parts.append(message(_LOG_EVENT_NAME, utf8(event_name, max_length)))
     return b"".join(parts)
 
 
@@ -285,17 +254,32 @@ class RequestEncoder:
         return self.scoped_request([(self._scope, spans)])
 
     def scoped_request(self, scopes: Iterable[tuple[bytes, Iterable[bytes]]]) -> bytes:
-        """One request of several scopes: (encoded scope or b"" for ours, its items)."""
-        resource_spans = self._resource + b"".join(
-            message(
-                _RESOURCE_SPANS_SCOPE_SPANS,
-                (scope or self._scope)
-                + b"".join(message(_SCOPE_SPANS_SPAN, s) for s in items)
-                + self._schema_url,
-            )
-            for scope, items in scopes
-        )
-        return message(_REQUEST_RESOURCE_SPANS, resource_spans)
+        """One request of several scopes: (encoded scope or b"" for ours, its items).
+
+        Written by one join, the lengths added up on the way: wrapping each level in
+        turn would copy the whole request (100 kB and more) once per level.
+        """
+        parts = [b"", self._resource]
+        total = len(self._resource)
+        schema_url = self._schema_url
+        for scope, items in scopes:
+            scope = scope or self._scope
+            at = len(parts)
+            parts += (b"", scope)
+            size = len(scope) + len(schema_url)
+            for item in items:
+                head = _SCOPE_SPANS_SPAN + _length(len(item))
+                parts += (head, item)
+                size += len(head) + len(item)
+            parts.append(schema_url)
+            parts[at] = _RESOURCE_SPANS_SCOPE_SPANS + _length(size)
+            total += len(parts[at]) + size
+        parts[0] = _REQUEST_RESOURCE_SPANS + _length(total)
+        return b"".join(parts)
+
+
+def _length(size: int) -> bytes:
+    return SMALL[size] if size < 0x80 else varint(size)
 
 
 def scope(name: str) -> bytes:

@@ -1,29 +1,25 @@
 """Log entries become OpenTelemetry log records.
 
-Dask's structured events carry whatever the code that logged them put in: dicts of
-anything, user objects, huge strings. :func:`safe_body` turns any of it into an OTel
-``AnyValue`` within fixed bounds (depth, items, string length) and never raises, so a
-strange event costs a truncated log record, never an exporter failure. Records are
-written straight to OTLP bytes (:mod:`otel_spans.export.wire`): a scheduler logs an
-event per client call, and the SDK's encoder cost several times more per record.
+A body, whatever Dask's event put in it, is bounded by :mod:`.log_body`, so a strange
+event costs a truncated log record, never an exporter failure. Records are written
+straight to OTLP bytes (:mod:`otel_spans.export.wire`): a scheduler logs an event per
+client call, and the SDK's encoder cost several times more per record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from otel_spans import __version__, semconv
-from otel_spans.export import wire
+from otel_spans.export import log_wire, wire
 from otel_spans.export.outcome import Delivery, deliver
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.export.senders import make_request_sender
 from otel_spans.records import LogEntry, ProfileRecord
 from otel_spans.settings import RecordLimits, Settings
 from otel_spans.telemetry import folded_stacks
+from otel_spans.telemetry.log_body import encoded_body, safe_body
 
-_MAX_DEPTH = 4
-_MAX_ITEMS = 100
 #: Encoded instrumentation scopes kept (one per Python logger: a handful in practice).
 _MAX_SCOPES = 100
 
@@ -32,41 +28,22 @@ _MAX_SCOPES = 100
 LogSource = LogEntry | ProfileRecord
 
 
-def _text(value: object, max_length: int) -> str:
-    try:
-        text = value if isinstance(value, str) else repr(value)
-    except Exception as e:  # a user object whose repr raises
-        text = f"<unrepresentable {type(value).__name__}: {type(e).__name__}>"
-    return text[:max_length]
-
-
-def safe_body(value: object, max_length: int, depth: int = 0) -> Any:
-    """A bounded OTel AnyValue for any Python object."""
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, str | bytes):
-        return value[:max_length]
-    if depth >= _MAX_DEPTH:
-        return _text(value, max_length)
-    try:
-        if isinstance(value, Mapping):
-            items = list(value.items())[:_MAX_ITEMS]
-            return {_text(k, max_length): safe_body(v, max_length, depth + 1) for k, v in items}
-        if isinstance(value, list | tuple | set | frozenset):
-            return [safe_body(v, max_length, depth + 1) for v in list(value)[:_MAX_ITEMS]]
-    except Exception:
-        pass
-    return _text(value, max_length)
-
-
 def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
     """``entry`` as an encoded OTLP ``LogRecord``; its body and attributes bounded."""
     max_length = limits.log_attribute_length
-    return wire.log_record(
+    body_length = entry.body_length or max_length
+    # One pass unless the body's strings have a limit of their own (a profile's), as
+    # safe_body's result would then be cut again by the encoder's limit.
+    if body_length == max_length:
+        body, encoded = None, encoded_body(entry.body, max_length)
+    else:
+        body, encoded = safe_body(entry.body, body_length), None
+    return log_wire.log_record(
         time_ns=entry.time_ns,
         severity_number=entry.severity_number,
         severity_text=entry.severity_text,
-        body=safe_body(entry.body, entry.body_length or max_length),
+        body=body,
+        encoded_body=encoded,
         attributes={k: safe_body(v, max_length) for k, v in entry.attributes},
         limits=limits,
         trace_id=entry.trace_id,

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from otel_spans.config import ExportTarget, RecordLimits, Settings
+from otel_spans.export import log_wire
 from otel_spans.export import wire as otlp_wire
 from tests.servers.otlp_receiver import OtlpReceiver
 from tests.support.senders import PROTOCOLS, request, sender_for, target
@@ -36,7 +37,7 @@ def test_delivers_with_headers_and_compression(
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_log_requests_reach_the_logs_service(receiver: OtlpReceiver, protocol: str) -> None:
-    record = otlp_wire.log_record(
+    record = log_wire.log_record(
         time_ns=5,
         severity_number=9,
         severity_text="INFO",
@@ -128,7 +129,7 @@ def test_file_and_none_targets(tmp_path: object) -> None:
     assert sender.send(request("to file"))
     (written,) = directory.glob("traces-t-*.jsonl")
     assert '"name":"to file"' in written.read_text()
-    record = otlp_wire.log_record(
+    record = log_wire.log_record(
         time_ns=5, severity_number=9, severity_text="INFO", body="logged", attributes={},
         limits=RecordLimits(),
     )  # fmt: skip

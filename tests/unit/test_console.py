@@ -24,7 +24,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind
 
-from otel_spans.export import wire
+from otel_spans.export import log_wire, wire
 from otel_spans.export.console import ConsoleMetricExporter, ConsoleSender, ConsoleSpanExporter
 from otel_spans.settings import RecordLimits
 
@@ -73,7 +73,7 @@ def test_the_schedulers_spans_print_as_otlp_json() -> None:
 
 
 def test_the_schedulers_logs_print_as_otlp_json() -> None:
-    record = wire.log_record(
+    record = log_wire.log_record(
         time_ns=5,
         severity_number=17,
         severity_text="ERROR",

@@ -17,6 +17,7 @@ from opentelemetry.trace import Link as SdkLink
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_spans.config import RecordLimits
+from otel_spans.export import log_wire
 from otel_spans.export import wire as otlp_wire
 from otel_spans.export.wire import WireEvent, WireLink
 
@@ -30,10 +31,15 @@ scalars = st.one_of(
 values = st.one_of(
     scalars,
     st.lists(st.text(), max_size=4).map(tuple),
+    st.lists(st.text(), max_size=4),
+    # items past one length byte, as a tuple's items are encoded apart from scalars
+    st.lists(st.text(min_size=40, max_size=140), max_size=2).map(tuple),
     st.lists(int64, max_size=4).map(tuple),
     st.lists(st.booleans(), max_size=4).map(tuple),
 )
-attribute_maps = st.dictionaries(st.text(min_size=1, max_size=20), values, max_size=8)
+# keys past one length byte too, each kind of value then taking the general path
+keys = st.one_of(st.text(min_size=1, max_size=20), st.text(min_size=100, max_size=140))
+attribute_maps = st.dictionaries(keys, values, max_size=8)
 ids64 = st.integers(min_value=1, max_value=2**64 - 1)
 ids128 = st.integers(min_value=1, max_value=2**128 - 1)
 times = st.integers(min_value=0, max_value=2**63 - 1)
@@ -173,6 +179,14 @@ def test_length_limit_cuts_names_strings_array_items_and_status() -> None:
     assert span.status.message == "boom" and span.status.code == 2
 
 
+def test_a_tuple_seen_before_is_cut_by_each_limit() -> None:
+    """Tuples of strings are remembered once encoded, per string limit."""
+    for length, expected in ((3, ["abc", "x"]), (100, ["abcdef", "x"]), (3, ["abc", "x"])):
+        limits = RecordLimits(attribute_length=length)
+        span = one_span(attributes={"t": ("abcdef", "x")}, limits=limits)
+        assert [v.string_value for v in span.attributes[0].value.array_value.values] == expected
+
+
 def test_odd_values_never_break_a_batch() -> None:
     span = one_span(
         name="",
@@ -181,6 +195,8 @@ def test_odd_values_never_break_a_batch() -> None:
             "big": 2**70,
             "neg": -1,
             "lone": "\ud800x",
+            "lones": ("ok", "\ud800x"),
+            "nested": ("a", ["b"]),  # unhashable: no cache of tuples takes it
             "none": None,
             "obj": object,
             # lengths past one varint byte, and an int of a subclass
@@ -194,6 +210,8 @@ def test_odd_values_never_break_a_batch() -> None:
     assert values["big"].string_value == str(2**70)
     assert values["neg"].int_value == -1
     assert values["lone"].string_value == "\ufffdx"  # as names.clean replaces it
+    assert [v.string_value for v in values["lones"].array_value.values] == ["ok", "\ufffdx"]
+    assert [v.string_value for v in values["nested"].array_value.values] == ["a", "['b']"]
     assert "none" not in values
     assert values["obj"].string_value == str(object)
     assert values["long"].string_value == "é" * 300
@@ -289,7 +307,7 @@ def test_same_log_request_as_the_sdk_encoder(logs: list[dict[str, Any]]) -> None
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
     encoder = otlp_wire.RequestEncoder(RESOURCE, "otel_spans")
-    ours = encoder.request([otlp_wire.log_record(limits=UNLIMITED, **fields) for fields in logs])
+    ours = encoder.request([log_wire.log_record(limits=UNLIMITED, **fields) for fields in logs])
     assert ExportLogsServiceRequest.FromString(ours) == encode_logs([sdk_log(f) for f in logs])
 
 
@@ -298,7 +316,7 @@ def test_log_limits_cut_strings_at_any_depth_and_count_attributes() -> None:
 
     # the log record limits (OTEL_LOGRECORD_ATTRIBUTE_*), not the spans'
     limits = RecordLimits(log_attribute_length=3, log_attribute_count=1)
-    record = otlp_wire.log_record(
+    record = log_wire.log_record(
         time_ns=1,
         severity_number=9,
         severity_text="INFO",
@@ -315,3 +333,35 @@ def test_log_limits_cut_strings_at_any_depth_and_count_attributes() -> None:
     assert [kv.value.string_value for kv in log.attributes] == ["lon"]
     assert log.dropped_attributes_count == 1
     assert not log.trace_id and not log.span_id and log.flags == 0
+
+
+def test_a_request_of_several_scopes_and_long_records() -> None:
+    """Lengths past one byte at every level: records, scopes, the resource's entry."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    encoder = otlp_wire.RequestEncoder(RESOURCE, "otel_spans", "1.2", "https://schema")
+    records = [
+        log_wire.log_record(
+            time_ns=i,
+            severity_number=9,
+            severity_text="INFO",
+            body="x" * 200 * i,
+            attributes={},
+            limits=UNLIMITED,
+        )
+        for i in range(1, 4)
+    ]
+    scopes = [(b"", records[:1]), (otlp_wire.scope("app.db"), records[1:]), (b"", [])]
+    request = ExportLogsServiceRequest.FromString(encoder.scoped_request(scopes))
+    (resource_logs,) = request.resource_logs
+    assert {kv.key for kv in resource_logs.resource.attributes} == set(RESOURCE)
+    assert [s.scope.name for s in resource_logs.scope_logs] == [
+        "otel_spans",
+        "app.db",
+        "otel_spans",
+    ]
+    assert resource_logs.scope_logs[0].scope.version == "1.2"
+    assert all(s.schema_url == "https://schema" for s in resource_logs.scope_logs)
+    times = [[r.time_unix_nano for r in s.log_records] for s in resource_logs.scope_logs]
+    assert times == [[1], [2, 3], []]
+    assert resource_logs.scope_logs[1].log_records[1].body.string_value == "x" * 600

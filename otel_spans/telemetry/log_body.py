@@ -1,0 +1,136 @@
+"""A log record's body: any Python object, bounded, and written as an OTLP ``AnyValue``.
+
+Dask's structured events carry whatever the code that logged them put in: dicts of
+anything, user objects, huge strings. :func:`safe_body` turns any of it into an OTel
+``AnyValue`` within fixed bounds (depth, items, string length) and never raises, so a
+strange event costs a truncated log record, never an exporter failure.
+
+:func:`encoded_body` writes the bytes of ``safe_body``'s result in one pass, for the
+plain dicts, lists and scalars Dask's events are made of: the scheduler logs an event
+per client call, and bounding a body into a new dict and then encoding that dict cost
+more than the rest of the record. Anything else goes the two-step way, which remains
+the definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from otel_spans.export.protobuf import (
+    ANY_ARRAY,
+    ANY_BOOL,
+    ANY_DOUBLE,
+    ANY_INT,
+    ANY_KVLIST,
+    ANY_STRING,
+    ARRAY_VALUES,
+    INT64_MAX,
+    INT64_MIN,
+    KV_VALUE,
+    KVLIST_VALUES,
+    SMALL,
+    key_field,
+    key_values,
+    message,
+    nested_value,
+    pack_double,
+    utf8,
+    varint,
+)
+
+_MAX_DEPTH = 4
+_MAX_ITEMS = 100
+_TRUE, _FALSE = ANY_BOOL + SMALL[1], ANY_BOOL + SMALL[0]
+
+
+def _text(value: object, max_length: int) -> str:
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except Exception as e:  # a user object whose repr raises
+        text = f"<unrepresentable {type(value).__name__}: {type(e).__name__}>"
+    return text[:max_length]
+
+
+def safe_body(value: object, max_length: int, depth: int = 0) -> Any:
+    """A bounded OTel AnyValue for any Python object."""
+    cls = type(value)
+    # Exact types first: the ABC check of Mapping costs more than the rest.
+    if cls is str:
+        return value[:max_length]  # type: ignore[index]
+    if value is None or cls is int or cls is float or cls is bool:
+        return value
+    if isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str | bytes):
+        return value[:max_length]
+    if depth >= _MAX_DEPTH:
+        return _text(value, max_length)
+    try:
+        if cls is not list and cls is not tuple and isinstance(value, Mapping):
+            items = list(value.items())[:_MAX_ITEMS]
+            return {_text(k, max_length): safe_body(v, max_length, depth + 1) for k, v in items}
+        if isinstance(value, list | tuple | set | frozenset):
+            return [safe_body(v, max_length, depth + 1) for v in list(value)[:_MAX_ITEMS]]
+    except Exception:
+        pass
+    return _text(value, max_length)
+
+
+def encoded_body(value: Any, max_length: int, depth: int = 0) -> bytes:
+    """The ``AnyValue`` payload of ``safe_body(value, max_length, depth)``, written with
+    ``max_length`` as the string limit too: what ``nested_value`` writes of it."""
+    cls = type(value)
+    if cls is str:
+        try:
+            encoded = value[:max_length].encode()
+        except UnicodeEncodeError:
+            encoded = utf8(value[:max_length], max_length)
+        return message(ANY_STRING, encoded)
+    if cls is int and INT64_MIN <= value <= INT64_MAX:
+        return ANY_INT + varint(value)
+    if cls is float:
+        return ANY_DOUBLE + pack_double(value)
+    if value is None:
+        return b""
+    if cls is bool:
+        return _TRUE if value else _FALSE
+    if depth < _MAX_DEPTH:
+        if cls is dict and len(value) <= _MAX_ITEMS:
+            if _flat(value, max_length):  # written as attributes are: the same bytes
+                pairs_only, _ = key_values(KVLIST_VALUES, value, _MAX_ITEMS, max_length)
+                return message(ANY_KVLIST, pairs_only)
+            pairs = []
+            for k, v in value.items():
+                # A key cut to max_length could meet another: safe_body keeps one.
+                if type(k) is not str or len(k) > max_length:
+                    return nested_value(safe_body(value, max_length, depth), max_length)
+                pair = key_field(k) + message(KV_VALUE, encoded_body(v, max_length, depth + 1))
+                pairs.append(message(KVLIST_VALUES, pair))
+            return message(ANY_KVLIST, b"".join(pairs))
+        if cls is list or cls is tuple:
+            items = b"".join(
+                [
+                    message(ARRAY_VALUES, encoded_body(v, max_length, depth + 1))
+                    for v in value[:_MAX_ITEMS]
+                ]
+            )
+            return message(ANY_ARRAY, items)
+    return nested_value(safe_body(value, max_length, depth), max_length)
+
+
+def _flat(value: dict[Any, Any], max_length: int) -> bool:
+    """Whether a dict holds only short string keys and plain scalar values (a Dask
+    event's metrics): then its ``KeyValueList`` is what ``key_values`` writes. Strings
+    longer than ``max_length`` are not: ``key_values`` cuts a string holding a
+    surrogate pair where the pair may straddle the cut, ``safe_body`` before it."""
+    for k, v in value.items():
+        if type(k) is not str or len(k) > max_length:
+            return False
+        cls = type(v)
+        if cls is str:
+            if len(v) > max_length:
+                return False
+        elif cls is not int and cls is not float and cls is not bool:
+            return False
+    return True

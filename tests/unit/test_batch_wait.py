@@ -6,7 +6,9 @@ decides how often a service that runs one small workflow after another pays for 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask.config
@@ -14,6 +16,7 @@ import pytest
 
 from otel_spans import config
 from otel_spans.config import ConfigError, Settings
+from otel_spans.export.pipeline import ExportPipeline
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +77,69 @@ def test_the_bounds_themselves_are_allowed() -> None:
     assert waits(resolve({"OTEL_BSP_SCHEDULE_DELAY": "60000"})) == (60.0, 1.0)
     assert waits(resolve(traces={"batch-wait": "1ms"}, logs={"batch-wait": 60})) == (0.001, 60.0)
 
+
+# -- the pipeline ---------------------------------------------------------------------------
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition was not met"
+        time.sleep(0.005)
+
+
+class Recorder:
+    """A ``send`` that records when each batch arrived."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[float, list[int]]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, batch: list[int]) -> bool:
+        with self.lock:
+            self.batches.append((time.monotonic(), batch))
+        return True
+
+    def sent(self) -> list[int]:
+        with self.lock:
+            return [item for _, batch in self.batches for item in batch]
+
+
+def pipeline(recorder: Recorder, wait: float, batch_size: int = 100) -> ExportPipeline[int]:
+    return ExportPipeline(
+        "traces", recorder, lambda: None, queue_size=1000, batch_size=batch_size, batch_wait=wait
+    )
+
+
+def test_a_batch_waits_the_configured_time_before_it_is_sent() -> None:
+    recorder = Recorder()
+    p = pipeline(recorder, wait=0.3)
+    try:
+        submitted = time.monotonic()
+        p.submit(1)  # the first record starts the thread, which then waits
+        p.submit(2)
+        wait_for(lambda: recorder.sent() == [1, 2])
+        ((at, _),) = recorder.batches
+        assert at - submitted >= 0.3 * 0.95  # one batch, sent after the wait, not before
+    finally:
+        p.close(5.0)
+
+
+def test_a_full_batch_does_not_wait() -> None:
+    recorder = Recorder()
+    p = pipeline(recorder, wait=60.0, batch_size=3)
+    try:
+        for i in range(3):
+            p.submit(i)
+        wait_for(lambda: recorder.sent() == [0, 1, 2])  # long before 60 s
+    finally:
+        p.close(5.0)
+
+
+def test_close_sends_what_is_queued_without_waiting() -> None:
+    recorder = Recorder()
+    p = pipeline(recorder, wait=60.0)
+    p.submit(1)
+    started = time.monotonic()
+    stats = p.close(30.0)
+    assert time.monotonic() - started < 10.0  # not the 60 s wait, nor the 30 s budget
+    assert recorder.sent() == [1]
+    assert stats.exported == 1 and stats.lost == 0

@@ -31,6 +31,13 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_ATTRIBUTE_LENGTH = 4096
 #: The OTel specification's default for every span count limit.
 DEFAULT_COUNT_LIMIT = 128
+#: Seconds a batch of spans, and of log records, waits to fill before it is sent
+#: (``traces.batch-wait``, ``logs.batch-wait``): the OTel specification's defaults of
+#: ``OTEL_BSP_SCHEDULE_DELAY`` and ``OTEL_BLRP_SCHEDULE_DELAY``. A request has a fixed
+#: cost (a gRPC call is about half a millisecond of CPU), which a service running one
+#: small workflow after another pays per batch; close() and a full batch never wait.
+DEFAULT_TRACES_BATCH_WAIT = 5.0
+DEFAULT_LOGS_BATCH_WAIT = 1.0
 #: Seconds that stand for "no limit" (a timeout of 0) where a library needs a number:
 #: a year, longer than any export and shorter than what ``threading`` and gRPC accept.
 NO_LIMIT_SECONDS = 365 * 24 * 3600.0
@@ -157,6 +164,8 @@ class LogSettings:
     exclude_topics: tuple[str, ...]
     erred_tasks: bool
     python: PythonLogSettings
+    #: Longest a batch of log records waits to fill before it is sent (seconds).
+    batch_wait: float = DEFAULT_LOGS_BATCH_WAIT
 
 
 @dataclass(frozen=True)
@@ -176,6 +185,9 @@ class TraceSettings:
     #: scheduler and the workers; parent-based by default: a workflow joining an
     #: unsampled caller's trace is not exported (its metrics are).
     sampler: TraceSampler = field(default_factory=TraceSampler)
+    #: Longest a batch of spans waits to fill before it is sent (seconds): the
+    #: scheduler's traces pipeline and the workers' span batch processor.
+    batch_wait: float = DEFAULT_TRACES_BATCH_WAIT
 
 
 Temporality = Literal["cumulative", "delta", "lowmemory"]

@@ -207,6 +207,9 @@ class Duration(Parser):
     duration is milliseconds, as the OTel specification says."""
 
     positive: bool = False
+    #: Longest allowed (seconds): a bound where a mistyped unit ("5000" meant as
+    #: milliseconds) would otherwise hold records back for an hour.
+    maximum: float = math.inf
     allowed: str = "a duration such as 5s, 500ms or a number of seconds"
 
     def __call__(self, key: str, value: Any) -> float:
@@ -218,15 +221,19 @@ class Duration(Parser):
             raise fail(key, value, self.allowed) from None
         if seconds < 0 or (self.positive and seconds == 0):
             raise fail(key, value, "a positive duration" if self.positive else ">= 0")
+        if seconds > self.maximum:
+            raise fail(key, value, self.allowed)
         return seconds
 
     def from_env(self, name: str, text: str) -> float:
         allowed = "a positive number of milliseconds"
+        if self.maximum < math.inf:
+            allowed += f" up to {self.maximum * 1000:g}"
         try:
             millis = float(text)
         except ValueError:
             raise fail(name, text, allowed) from None
-        if millis <= 0:
+        if not 0 < millis <= self.maximum * 1000:  # NaN fails too
             raise fail(name, text, allowed)
         return millis / 1000
 

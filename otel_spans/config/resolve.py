@@ -164,6 +164,7 @@ class Resolver:
                 target=self.target("traces"),
                 linger=v("traces.linger"),
                 poll_interval=v("traces.poll-interval"),
+                batch_wait=v("traces.batch-wait"),
                 code_max_length=v("traces.code-max-length"),
                 tasks=TaskSettings(
                     mode=v("traces.tasks.mode"),
@@ -183,6 +184,7 @@ class Resolver:
                 topics=v("logs.topics"),
                 exclude_topics=v("logs.exclude-topics"),
                 erred_tasks=v("logs.erred-tasks"),
+                batch_wait=v("logs.batch-wait"),
                 python=PythonLogSettings(
                     loggers=v("logs.python.loggers"),
                     level=v("logs.python.level"),

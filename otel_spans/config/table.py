@@ -107,6 +107,11 @@ def _otlp(option: str) -> tuple[str, str]:
 
 
 _COUNT = Integer(minimum=0)
+#: How long an exporter waits for a batch to fill: > 0 (0 would send without pause),
+#: at most a minute (records held longer than that are records a crash loses).
+_BATCH_WAIT = Duration(
+    positive=True, maximum=60.0, allowed="a positive duration such as 5s or 200ms, at most 60s"
+)
 _POSITIVE = Integer(minimum=1)
 _EXPORTER_CHOICES = (*EXPORTERS, "console")
 
@@ -213,6 +218,9 @@ ROWS: tuple[Setting, ...] = (
             "how long a finished Dask span stays finished before it is exported"),
     Setting("traces.poll-interval", Duration(positive=True), "500ms",
             "how often the scheduler looks for finished spans"),
+    Setting("traces.batch-wait", _BATCH_WAIT, "5s",
+            "longest a batch of spans waits to fill before it is sent (variable: milliseconds)",
+            env=(None, "OTEL_BSP_SCHEDULE_DELAY")),
     Setting("traces.code-max-length", _COUNT, 2000,
             "longest client code snippet kept (characters)"),
     Setting("traces.tasks.mode", Choice(choices=TASK_MODES), "sampled",
@@ -276,6 +284,9 @@ ROWS: tuple[Setting, ...] = (
             "distinct values of each such attribute, then (overflow)"),
     # -- logs
     *_signal_rows("logs"),
+    Setting("logs.batch-wait", _BATCH_WAIT, "1s",
+            "longest a batch of log records waits to fill before it is sent (variable: "
+            "milliseconds)", env=(None, "OTEL_BLRP_SCHEDULE_DELAY")),
     Setting("logs.topics", Globs(), ["*"], "Dask event topics exported as log records"),
     Setting("logs.exclude-topics", Globs(), [], "...unless they match one of these"),
     Setting("logs.erred-tasks", Boolean(), True, "one ERROR log record per erred task"),

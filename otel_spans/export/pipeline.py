@@ -23,12 +23,6 @@ logger = logging.getLogger("otel_spans")
 
 R = TypeVar("R")
 
-#: How long the exporter thread waits for a batch to fill before sending what it has
-#: (seconds; the worker spans' batch processor is given the same): the OTel SDK's log
-#: processor's delay. A request has a fixed cost (a gRPC call is about a millisecond of
-#: CPU), which a service running one small workflow after another paid five times a
-#: second per signal with a shorter wait. close() and a full batch do not wait.
-BATCH_WAIT = 1.0
 #: At most one "records dropped" warning per this many seconds.
 _WARN_EVERY = 30.0
 #: After the exporter thread's loop failed, it waits this long before it runs again, so
@@ -81,7 +75,10 @@ class ExportPipeline(Generic[R]):
     the pipeline's own thread and returns whether the backend accepted the batch, or
     a :class:`~otel_spans.export.outcome.Delivery` that says it record by record.
     ``stop`` aborts what ``send`` is doing (e.g. the exporter's retry back-off) and is
-    called once at close.
+    called once at close. ``batch_wait`` is how long (seconds) the thread waits for a
+    batch to fill before it sends what it has (``traces.batch-wait``,
+    ``logs.batch-wait``): a request has a fixed cost, which a longer wait pays less
+    often. A full batch and :meth:`close` never wait.
 
     The main producer, the scheduler's event loop, calls :meth:`submit`, which takes
     no lock: a ``deque`` append is atomic, the producer alone writes the submit-side
@@ -99,8 +96,10 @@ class ExportPipeline(Generic[R]):
         *,
         queue_size: int,
         batch_size: int,
+        batch_wait: float,
     ):
         self.signal = signal
+        self._batch_wait = batch_wait
         self._send = send
         self._stop = stop
         self._queue_size = queue_size
@@ -201,7 +200,7 @@ class ExportPipeline(Generic[R]):
     # -- exporter thread ------------------------------------------------------------------
     def _take(self) -> list[R]:
         if len(self._items) < self._batch_size and not self._closing:
-            self._wake.wait(BATCH_WAIT)
+            self._wake.wait(self._batch_wait)
         self._wake.clear()
         batch: list[R] = []
         with self._lock:

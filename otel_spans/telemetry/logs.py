@@ -115,4 +115,5 @@ def log_pipeline(
         sender.shutdown,
         queue_size=settings.queue_size,
         batch_size=settings.batch_size,
+        batch_wait=settings.logs.batch_wait,
     )

@@ -155,6 +155,7 @@ class Signals:
             self._trace_sender.shutdown,
             queue_size=settings.queue_size,
             batch_size=settings.batch_size,
+            batch_wait=trace_settings.batch_wait,
         )
         self._pipelines.append(self.spans)
 

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_spans.config import Settings
-from otel_spans.export.pipeline import BATCH_WAIT, call_with_deadline
+from otel_spans.export.pipeline import call_with_deadline
 from otel_spans.export.sdk import CountingSpanExporter, make_span_exporter
 from otel_spans.settings import bounded
 
@@ -89,6 +89,7 @@ class _Export:
         self.shutdown_timeout = settings.shutdown_timeout
         self._batch_size = min(settings.batch_size, settings.queue_size)
         self._export_timeout = bounded(settings.traces.target.timeout)
+        self._batch_wait = settings.traces.batch_wait
         self.processor: BatchSpanProcessor | None = None
         self._queue: Sequence[Any] | None = None
         #: Orders the first span's start of the processor against close().
@@ -103,13 +104,14 @@ class _Export:
             if self.processor is None and not self.closed:
                 try:
                     # Every option explicit: the SDK reads no OTEL_BSP_* variable, so
-                    # worker spans are batched as every other signal of every process is
-                    # (docs/configuration.md).
+                    # worker spans are batched as the scheduler's are, by otel-spans'
+                    # settings (OTEL_BSP_SCHEDULE_DELAY is read through
+                    # traces.batch-wait; docs/configuration.md).
                     processor = BatchSpanProcessor(
                         self.exporter,
                         max_queue_size=self.queue_size,
                         max_export_batch_size=self._batch_size,
-                        schedule_delay_millis=BATCH_WAIT * 1000,
+                        schedule_delay_millis=self._batch_wait * 1000,
                         export_timeout_millis=self._export_timeout * 1000,
                     )
                 except Exception:  # never into the task's code: its spans are dropped

@@ -24,7 +24,6 @@ from opentelemetry.util._once import Once
 
 from otel_spans import config
 from otel_spans.config import Settings
-from otel_spans.export.pipeline import BATCH_WAIT
 from otel_spans.sampler import SAMPLERS, TraceSampler
 from otel_spans.settings import NO_LIMIT_SECONDS, bounded
 from otel_spans.worker import tracing
@@ -508,6 +507,7 @@ def test_the_workers_provider_takes_the_resolved_sampler_limits_and_batching(
         export = tracing._process.processor.export
         assert export is not None and export.processor is not None  # started by the span
         batch: Any = export.processor._batch_processor  # private: the delay is not exposed
-        assert batch._schedule_delay == BATCH_WAIT  # otel-spans' batch wait, not OTEL_BSP_*
+        # OTEL_BSP_SCHEDULE_DELAY as otel-spans resolved it (traces.batch-wait), in seconds
+        assert batch._schedule_delay == settings.traces.batch_wait == 60.0
     finally:
         lease.release()

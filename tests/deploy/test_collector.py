@@ -106,6 +106,7 @@ def dask_run(collector: OtelcolServer, backend: OtlpReceiver, tmp_path_factory: 
         "otel-spans.endpoint": collector.otlp_grpc_endpoint,
         "otel-spans.metrics.interval": "500ms",
         "otel-spans.traces.linger": "200ms",
+        "otel-spans.traces.batch-wait": "200ms",
         "otel-spans.metrics.settle": "500ms",
         "otel-spans.directory": str(tmp_path_factory.mktemp("unused")),
     }

@@ -900,6 +900,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         # Final values (the root's idle share) soon after the spans end.
         "otel-spans.metrics.settle": "1s",
         "otel-spans.traces.linger": "200ms",
+        "otel-spans.traces.batch-wait": "200ms",
         "otel-spans.endpoint": collector.otlp_grpc_endpoint,
         "otel-spans.directory": str(tmp_path_factory.mktemp("otel-spans-data")),
     }

@@ -66,6 +66,7 @@ def main() -> int:
             "otel-spans.endpoint": f"http://{jaeger.otlp_grpc_address}",
             "otel-spans.traces.tasks.mode": "all",
             "otel-spans.traces.linger": "200ms",
+            "otel-spans.traces.batch-wait": "200ms",
             # Jaeger takes traces only.
             "otel-spans.metrics.exporter": "none",
             "otel-spans.logs.exporter": "none",

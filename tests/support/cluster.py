@@ -40,12 +40,14 @@ def otel_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("otel-spans-")]
 
 
-#: Fast export for tests: spans leave 100 ms after they finish. Tests run tiny tasks
+#: Fast export for tests: spans leave 100 ms after they finish, and a batch of them
+#: waits 200 ms, not the default 5 s, before it is sent. Tests run tiny tasks
 #: (``inc``) and assert on their spans, so the sampler's ``min-duration`` is 0 here;
 #: its default is tested on its own (``tests/cluster/test_dag.py``).
 FAST = {
     "otel-spans.traces.linger": "100ms",
     "otel-spans.traces.poll-interval": "50ms",
+    "otel-spans.traces.batch-wait": "200ms",
     "otel-spans.traces.tasks.min-duration": 0,
 }
 

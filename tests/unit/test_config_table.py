@@ -17,8 +17,10 @@ from otel_spans.config.structured import Globs
 from otel_spans.config.table import PROMETHEUS_DEFAULT_PORT, Setting
 from otel_spans.settings import (
     DEFAULT_COUNT_LIMIT,
+    DEFAULT_LOGS_BATCH_WAIT,
     DEFAULT_MAX_ATTRIBUTE_LENGTH,
     DEFAULT_TIMEOUT,
+    DEFAULT_TRACES_BATCH_WAIT,
     CaptureSettings,
     ProfileSettings,
     RecordLimits,
@@ -95,6 +97,8 @@ def test_the_yaml_ships_the_table_default(key: str) -> None:
 def test_the_dataclass_defaults_are_the_table_defaults() -> None:
     assert default_of(SETTINGS["timeout"]) == DEFAULT_TIMEOUT
     assert default_of(SETTINGS["max-attribute-length"]) == DEFAULT_MAX_ATTRIBUTE_LENGTH
+    assert default_of(SETTINGS["traces.batch-wait"]) == DEFAULT_TRACES_BATCH_WAIT
+    assert default_of(SETTINGS["logs.batch-wait"]) == DEFAULT_LOGS_BATCH_WAIT
     assert RecordLimits() == RecordLimits(
         *(default_of(SETTINGS[k]) for k in ("max-attribute-length", "max-attribute-count"))
     )

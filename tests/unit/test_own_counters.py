@@ -113,7 +113,7 @@ def test_python_log_records_over_the_rate_are_suppressed_and_counted_exactly(
         return True
 
     pipeline: ExportPipeline[object] = ExportPipeline(
-        "logs", send, lambda: None, queue_size=100, batch_size=1
+        "logs", send, lambda: None, queue_size=100, batch_size=1, batch_wait=1.0
     )
     settings = PythonLogSettings(loggers=("app",), level=logging.INFO, max_per_second=10)
     sink = python_logs.PythonLogs(

@@ -44,7 +44,7 @@ def test_a_failed_loop_is_restarted_and_counted(caplog: pytest.LogCaptureFixture
 
     with caplog.at_level(logging.ERROR, logger="otel_spans"):
         pipeline: ExportPipeline[int] = ExportPipeline(
-            "traces", send, lambda: None, queue_size=10, batch_size=1
+            "traces", send, lambda: None, queue_size=10, batch_size=1, batch_wait=1.0
         )
         pipeline.submit(1)
         wait_for(lambda: pipeline.stats().crashes == 1)

@@ -115,6 +115,7 @@ def test_a_finished_pipeline_stops_its_exporter_inline() -> None:
         lambda: stopped_on.append(threading.current_thread().name),
         queue_size=10,
         batch_size=10,
+        batch_wait=1.0,
     )
     pipeline.submit(1)
     pipeline.flush(5.0)

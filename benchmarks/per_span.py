@@ -13,8 +13,8 @@ collector on loopback (its CPU is not counted).
 Each variant and round runs in a fresh Python process (order alternating between
 rounds), after a warm-up of ``WARMUP`` workflows; the window is the workload plus
 ``SETTLE`` seconds, the same for every variant, long enough for otel-spans to export
-everything (``traces.linger`` is 2 s). Reported per Dask span, median [min–max] over
-the rounds:
+everything (``traces.linger`` is 2 s, ``traces.batch-wait`` 5 s). Reported per Dask
+span, median [min–max] over the rounds:
 
 * **added process CPU**: the variant's process CPU (``CLOCK_PROCESS_CPUTIME_ID``, every
   thread) minus the baseline's of the same round, over the spans: what the user pays,
@@ -62,7 +62,7 @@ from benchmarks.hook_timer import Collections, HookTimer
 #: Workflows run (unmeasured) before the window, so imports and caches are warm.
 WARMUP = 20
 #: Seconds after the workload that still count, for every variant.
-SETTLE = 3.5
+SETTLE = 7.5
 #: Dask spans per workflow (a root, a span in it, a span in that).
 SPANS_PER_WORKFLOW = 3
 #: Tasks per workflow: two task groups of TASKS // 2.

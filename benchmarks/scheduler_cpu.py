@@ -146,8 +146,9 @@ def processes_cluster(config: dict[str, Any]) -> Iterator[Cluster]:
 
 
 #: Seconds after a workload during which every variant's CPU still counts: long enough
-#: for otel-spans to export the workload (linger 2 s, one poll, the export itself).
-SETTLE = 4.0
+#: for otel-spans to export the workload (linger 2 s, one poll, the traces' batch
+#: wait of 5 s, the export itself).
+SETTLE = 7.5
 
 
 class Measurement(NamedTuple):

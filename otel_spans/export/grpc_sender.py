@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 _EXPORT_METHODS = {
     "traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
     "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+    "metrics": "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
 }
 
 

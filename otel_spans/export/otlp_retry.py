@@ -46,6 +46,11 @@ _RESPONSE_TYPES = {
         "ExportLogsServiceResponse",
         "rejected_log_records",
     ),
+    "metrics": (
+        "opentelemetry.proto.collector.metrics.v1.metrics_service_pb2",
+        "ExportMetricsServiceResponse",
+        "rejected_data_points",
+    ),
 }
 #: An attempt's answer: a final :class:`Sent`, or seconds to wait before the next
 #: attempt (0: the default back-off; :data:`AT_ONCE`: now, once per export).
@@ -62,7 +67,8 @@ def user_agent() -> str:
 
 
 class OtlpSender:
-    """Sends serialized export requests of one signal (``traces``, ``logs``) to ``target``.
+    """Sends serialized export requests of one signal (``traces``, ``logs``, ``metrics``)
+    to ``target``.
 
     An HTTP ``target.endpoint`` is the signal's full URL (``.../v1/logs``). A transport
     subclasses it with one ``_attempt`` (and ``_body`` when it transforms the request).
@@ -80,10 +86,12 @@ class OtlpSender:
         shown = [redact_url(a) if isinstance(a, str) else a for a in args]
         self._warnings.log(logging.WARNING, message, *shown)
 
-    def send(self, request: bytes) -> Sent:
+    def send(self, request: bytes, timeout: float | None = None) -> Sent:
         """What the collector did with the request (accepted, with how many items it
-        rejected; refused; too large), retries included."""
-        deadline = time.monotonic() + self.target.timeout
+        rejected; refused; too large), retries included, within ``target.timeout``
+        (or ``timeout`` seconds when that is shorter: the metric reader's own bound)."""
+        limit = self.target.timeout if timeout is None else min(timeout, self.target.timeout)
+        deadline = time.monotonic() + limit
         body = self._body(request)
         at_once_left = True
         attempt = 0

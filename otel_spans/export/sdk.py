@@ -1,8 +1,9 @@
 """The OTel SDK's exporters, configured from :class:`~otel_spans.settings.ExportTarget`.
 
-The SDK exports the metrics of every process and the spans user code starts in tasks
-on workers (the scheduler's own spans and logs are pre-encoded and go through
-:mod:`otel_spans.export.senders`). Every option is passed to the SDK explicitly, so its
+The SDK exports the spans user code starts in tasks on workers (the scheduler's own
+spans and logs are pre-encoded and go through :mod:`otel_spans.export.senders`); its
+metric reader drives the metric exporters made here, which for a collector are our
+own (:mod:`otel_spans.export.otlp_metrics`). Every option is passed to the SDK explicitly, so its
 own reading of ``OTEL_*`` never disagrees with the settings resolved in
 :mod:`otel_spans.config`, and every exporter is wrapped so that its outcomes are counted.
 """
@@ -41,6 +42,7 @@ from otel_spans.export.console import (
 )
 from otel_spans.export.files import OtlpJsonMetricExporter, OtlpJsonSpanExporter, writer_for
 from otel_spans.export.http_session import http_session
+from otel_spans.export.otlp_metrics import make_otlp_metric_exporter
 from otel_spans.export.otlp_retry import user_agent
 from otel_spans.export.tls import grpc_credentials
 from otel_spans.settings import ExportTarget, Temporality, bounded
@@ -280,7 +282,7 @@ def temporality_preference(choice: Temporality) -> dict[type, AggregationTempora
 def make_metric_exporter(
     target: ExportTarget, temporality: Temporality, *, role: str
 ) -> MetricExporter | None:
-    """The SDK metric exporter for ``target``; None when metrics are not pushed."""
+    """The metric exporter for ``target``; None when metrics are not pushed."""
     preference = temporality_preference(temporality)
     primary = _primary_metric_exporter(target, preference, role=role)
     if not target.console:
@@ -296,16 +298,6 @@ def _primary_metric_exporter(
         return None
     if target.kind == "file":
         return OtlpJsonMetricExporter(writer_for(target, "metrics", role), preference)
-    if target.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-            OTLPMetricExporter as GrpcMetricExporter,
-        )
-
-        return GrpcMetricExporter(**_otlp_options(target), preferred_temporality=preference)
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-        OTLPMetricExporter as HttpMetricExporter,
-    )
-
-    with _quiet_header_parser():
-        exporter = HttpMetricExporter(**_otlp_options(target), preferred_temporality=preference)
-    return _only_our_headers(exporter, target)
+    # Our own encoder and senders, not the SDK's OTLP metric exporters: see
+    # otel_spans.export.otlp_metrics.
+    return make_otlp_metric_exporter(target, preference)

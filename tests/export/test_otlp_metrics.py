@@ -149,18 +149,29 @@ def test_an_empty_collection_opens_no_connection(receiver: OtlpReceiver) -> None
     assert exporter.inner.sender._channel is None  # type: ignore[attr-defined]
 
 
-def test_the_sdk_otlp_metric_exporters_are_not_imported() -> None:
-    """Their generated protobuf and gRPC modules are thousands of objects every full
-    collection of the scheduler walks; the scheduler's metric path needs none."""
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_no_generated_protobuf_module_is_imported(receiver: OtlpReceiver, protocol: str) -> None:
+    """The SDK's OTLP exporters and the generated protobuf classes are thousands of
+    objects every full collection of the scheduler walks: exporting metrics to a
+    collector, answer included, imports none of them. Wrong code caught: the SDK's
+    metric exporter, an encoder or a response class imported on the way."""
+    tgt = target(receiver, protocol, "metrics")
+    receiver.partial = (1, "one")  # the answer is read too
     code = (
         "import sys\n"
-        "from otel_spans.export.sdk import make_metric_exporter\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader\n"
+        "from otel_spans.export.sdk import CountingMetricExporter, make_metric_exporter\n"
         "from otel_spans.settings import ExportTarget\n"
-        "for protocol in ('grpc', 'http/protobuf'):\n"
-        "    t = ExportTarget(kind='otlp', endpoint='http://127.0.0.1:9/v1/metrics',"
-        " protocol=protocol)\n"
-        "    make_metric_exporter(t, 'cumulative', role='t').shutdown()\n"
-        "print(sorted(m for m in sys.modules if 'metric_exporter' in m))\n"
+        f"t = ExportTarget(kind='otlp', endpoint={tgt.endpoint!r}, protocol={protocol!r})\n"
+        "e = CountingMetricExporter(make_metric_exporter(t, 'cumulative', role='t'))\n"
+        "p = MeterProvider(metric_readers=[PeriodicExportingMetricReader(e, 3_600_000)])\n"
+        "p.get_meter('m').create_counter('c').add(1)\n"
+        "p.shutdown()\n"
+        "assert e.counts.exported == 1 and e.inner.rejected_points == 1\n"
+        "print(sorted(m for m in sys.modules if m.endswith('_pb2') or 'metric_exporter' in m\n"
+        "             or 'otlp.proto.grpc' in m or 'otlp.proto.http' in m))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

@@ -146,7 +146,7 @@ def test_an_empty_collection_opens_no_connection(receiver: OtlpReceiver) -> None
     provider = _provider(exporter)
     provider.shutdown()  # nothing recorded: nothing to send
     assert receiver.attempts("metrics") == 0
-    assert exporter.inner.sender._channel is None  # type: ignore[attr-defined]
+    assert exporter.inner.sender._shared is None  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -17,6 +17,7 @@ of ``opentelemetry/proto/metrics/v1/metrics.proto`` and
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import Any
 
@@ -127,15 +128,16 @@ def _number_point(point: Any, *, start: bool) -> bytes:
 
 
 def _histogram_point(point: Any) -> bytes:
+    counts, bounds = point.bucket_counts, point.explicit_bounds
     parts = [
         _attributes(_HIST_ATTRIBUTE, point.attributes),
         _fixed(_HIST_START, point.start_time_unix_nano),
         _fixed(_HIST_TIME, point.time_unix_nano),
         _fixed(_HIST_COUNT, point.count),
         _HIST_SUM + pack_double(point.sum),
-        # packed repeated fixed64 and double: 8 bytes each
-        message(_HIST_BUCKETS, b"".join(pack_fixed64(n) for n in point.bucket_counts)),
-        message(_HIST_BOUNDS, b"".join(pack_double(b) for b in point.explicit_bounds)),
+        # packed repeated fixed64 and double: 8 bytes each, little-endian
+        message(_HIST_BUCKETS, struct.pack(f"<{len(counts)}Q", *counts)),
+        message(_HIST_BOUNDS, struct.pack(f"<{len(bounds)}d", *bounds)),
         _exemplars(_HIST_EXEMPLAR, point.exemplars),
         _optional(_HIST_MIN, point.min),
         _optional(_HIST_MAX, point.max),

@@ -246,18 +246,64 @@ def _primary_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
         return _NoSpanExporter()
     if target.kind == "file":
         return OtlpJsonSpanExporter(writer_for(target, "traces", role))
+    options = _otlp_options(target)  # now: a TLS file that cannot be read fails here
     if target.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcSpanExporter,
+
+        def build() -> SpanExporter:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcSpanExporter,
+            )
+
+            return GrpcSpanExporter(**options)
+
+        return _FirstUseSpanExporter(build)
+
+    def build_http() -> SpanExporter:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpSpanExporter,
         )
 
-        return GrpcSpanExporter(**_otlp_options(target))
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
+        with _quiet_header_parser():
+            return _only_our_headers(HttpSpanExporter(**options), target)
 
-    with _quiet_header_parser():
-        return _only_our_headers(HttpSpanExporter(**_otlp_options(target)), target)
+    return _FirstUseSpanExporter(build_http)
+
+
+class _FirstUseSpanExporter(SpanExporter):
+    """The SDK's OTLP span exporter, built by the first export.
+
+    Most workers never see a span from task code. Built with the worker, the exporter
+    would import the SDK's OTLP exporter with its generated protobuf modules (thousands
+    of objects every full collection walks) and open a gRPC channel, in every worker
+    process, or at every start of an in-process cluster, for nothing.
+    """
+
+    def __init__(self, build: Callable[[], SpanExporter]):
+        self._build = build
+        self._inner: SpanExporter | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def _exporter(self) -> SpanExporter | None:
+        with self._lock:
+            if self._inner is None and not self._closed:
+                self._inner = self._build()
+            return self._inner
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        inner = self._exporter()
+        return SpanExportResult.FAILURE if inner is None else inner.export(spans)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            inner = self._inner
+        if inner is not None:
+            inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        inner = self._inner
+        return True if inner is None else inner.force_flush(timeout_millis)
 
 
 # -- metrics --------------------------------------------------------------------------------------

@@ -69,12 +69,8 @@ _EXP_COUNT, _EXP_SUM, _EXP_SCALE, _EXP_ZERO_COUNT = tag(4, 1), tag(5, 1), tag(6,
 _EXP_POSITIVE, _EXP_NEGATIVE, _EXP_FLAGS = length_delimited(8), length_delimited(9), tag(10, 0)
 _EXP_EXEMPLAR, _EXP_MIN, _EXP_MAX = length_delimited(11), tag(12, 1), tag(13, 1)
 _BUCKETS_OFFSET, _BUCKETS_COUNTS = tag(1, 0), length_delimited(2)
-_EX_TIME, _EX_DOUBLE, _EX_SPAN_ID, _EX_TRACE_ID = (
-    tag(2, 1),
-    tag(3, 1),
-    *(length_delimited(n) for n in (4, 5)),
-)
-_EX_INT, _EX_ATTRIBUTE = tag(6, 1), length_delimited(7)
+_EX_TIME, _EX_DOUBLE, _EX_INT = tag(2, 1), tag(3, 1), tag(6, 1)
+_EX_SPAN_ID, _EX_TRACE_ID, _EX_ATTRIBUTE = (length_delimited(n) for n in (4, 5, 7))
 
 
 def _attributes(field_tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:

@@ -31,12 +31,16 @@ class SharedChannel:
         self._connect = connect
         self._lock = threading.Lock()
         self._channel: grpc.Channel | None = None
+        self._closed = False
         self.generation = 0
         self.users = 0
 
-    def current(self) -> tuple[grpc.Channel, int]:
-        """The open channel (opened now if needed) and its generation."""
+    def current(self) -> tuple[grpc.Channel, int] | None:
+        """The open channel (opened now if needed) and its generation; None once its
+        last user released it (a call racing that shutdown opens nothing new)."""
         with self._lock:
+            if self._closed:
+                return None
             if self._channel is None:
                 self._channel = self._connect()
                 self.generation += 1
@@ -54,6 +58,7 @@ class SharedChannel:
 
     def _close(self) -> None:
         with self._lock:
+            self._closed = True
             channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()

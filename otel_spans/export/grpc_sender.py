@@ -96,7 +96,10 @@ class GrpcSender(OtlpSender):
                 if self._shared is None:
                     self._shared = acquire(self._key, self._connect)
                 shared = self._shared
-        channel, generation = shared.current()
+        current = shared.current()
+        if current is None:  # released by a shutdown that raced this call
+            return None
+        channel, generation = current
         if generation != self._generation or self._call is None:
             # Bytes in (already serialized), the response left undecoded: nothing in
             # an export response changes what happens next.

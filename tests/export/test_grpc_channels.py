@@ -37,7 +37,9 @@ def test_logs_metrics_and_traces_share_one_channel_closed_by_the_last(
     assert grpc_channels.open_channels() == before + 1
     assert receiver.attempts("traces") == receiver.attempts("logs") == 1
     assert receiver.attempts("metrics") == 1
-    channel, _ = traces._shared.current()
+    current = traces._shared.current()
+    assert current is not None
+    channel, _ = current
     traces.shutdown()
     logs.shutdown()
     assert metrics.send(b"")  # still open for the last user
@@ -90,3 +92,18 @@ def test_a_reconnect_gives_every_signal_the_fresh_channel(receiver: OtlpReceiver
     finally:
         logs.shutdown()
         metrics.shutdown()
+
+
+def test_a_call_racing_the_last_shutdown_opens_no_new_channel(receiver: OtlpReceiver) -> None:
+    """A pipeline's thread may still be sending while the sender shuts down (a close
+    that gave up waiting for it): the released channel is not opened again, where it
+    would be left open. Wrong code caught: a channel made after the last release."""
+    sender = _sender(receiver, "logs")
+    assert sender.send(b"")
+    shared = sender._shared
+    assert shared is not None
+    sender.shutdown()
+    sender._shared = shared  # as the racing thread still sees it
+    sender._stopping.clear()
+    assert not sender.send(b"")
+    assert shared.current() is None and shared._channel is None

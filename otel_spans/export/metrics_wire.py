@@ -18,7 +18,8 @@ of ``opentelemetry/proto/metrics/v1/metrics.proto`` and
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from itertools import groupby
 from typing import Any
 
 from opentelemetry.sdk.metrics.export import (
@@ -218,6 +219,23 @@ def _resource(resource: Resource) -> bytes:
     return message(_RM_RESOURCE, _attributes(_RESOURCE_ATTRIBUTE, resource.attributes))
 
 
+#: One metric ready to go, for a request too large to send whole: its resource's and
+#: scope's encodings with their schema URLs, and its own ``Metric`` field.
+MetricPiece = tuple[bytes, bytes, bytes, bytes, bytes]
+
+
+def request_of(pieces: Sequence[MetricPiece]) -> bytes:
+    """One request of ``pieces``: consecutive ones of one resource and scope together."""
+    parts = []
+    for (resource, resource_schema), of_resource in groupby(pieces, lambda p: (p[0], p[1])):
+        body = resource
+        for (scope, scope_schema), of_scope in groupby(of_resource, lambda p: (p[2], p[3])):
+            metrics = b"".join(p[4] for p in of_scope)
+            body += message(_RM_SCOPE_METRICS, scope + metrics + scope_schema)
+        parts.append(message(_REQUEST_RESOURCE_METRICS, body + resource_schema))
+    return b"".join(parts)
+
+
 class MetricsEncoder:
     """``MetricsData`` → ``ExportMetricsServiceRequest`` bytes, on the reader's thread.
 
@@ -255,3 +273,19 @@ class MetricsEncoder:
             body += _string(_RM_SCHEMA_URL, resource.schema_url)
             parts.append(message(_REQUEST_RESOURCE_METRICS, body))
         return b"".join(parts)
+
+    def pieces(self, data: MetricsData) -> list[MetricPiece]:
+        """``data`` metric by metric, for :func:`request_of` to send in parts."""
+        out = []
+        for resource_metrics in data.resource_metrics:
+            resource = resource_metrics.resource
+            encoded = self._once(resource, _resource)
+            resource_schema = _string(_RM_SCHEMA_URL, resource.schema_url)
+            for scope_metrics in resource_metrics.scope_metrics:
+                scope = scope_metrics.scope
+                head = self._once(scope, _scope)
+                schema = _string(_SM_SCHEMA_URL, scope.schema_url) if scope is not None else b""
+                for metric in scope_metrics.metrics:
+                    piece = message(_SM_METRIC, _metric(metric))
+                    out.append((encoded, resource_schema, head, schema, piece))
+        return out

@@ -12,6 +12,7 @@ none of the SDK's OTLP exporter machinery imported into the scheduler process.
 from __future__ import annotations
 
 import logging
+import time
 
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -20,8 +21,9 @@ from opentelemetry.sdk.metrics.export import (
     MetricsData,
 )
 
-from otel_spans.export.metrics_wire import MetricsEncoder
+from otel_spans.export.metrics_wire import MetricsEncoder, request_of
 from otel_spans.export.otlp_retry import OtlpSender
+from otel_spans.export.outcome import MAX_REQUEST_BYTES, deliver
 from otel_spans.export.senders import make_otlp_sender
 from otel_spans.settings import ExportTarget
 
@@ -34,7 +36,9 @@ class OtlpMetricExporter(MetricExporter):
 
     A collector's partial success is a success of the export (the points it kept are
     kept); the points it rejected are summed in :attr:`rejected_points` and its message
-    logged by the sender, rate-limited.
+    logged by the sender, rate-limited. A request over
+    :data:`~otel_spans.export.outcome.MAX_REQUEST_BYTES`, or refused for its size, is
+    sent in parts (:func:`~otel_spans.export.outcome.deliver`).
     """
 
     def __init__(
@@ -48,17 +52,30 @@ class OtlpMetricExporter(MetricExporter):
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
     ) -> MetricExportResult:
+        deadline = time.monotonic() + timeout_millis / 1000
         request = self._encoder.request(metrics_data)
         if not request:  # nothing collected: no request, no connection
             return MetricExportResult.SUCCESS
-        sent = self.sender.send(request, timeout=timeout_millis / 1000)
-        self.rejected_points += sent.rejected
-        if sent.too_large:
+        if len(request) <= MAX_REQUEST_BYTES:
+            sent = self.sender.send(request, timeout=timeout_millis / 1000)
+            if not sent.too_large:
+                self.rejected_points += sent.rejected
+                return MetricExportResult.SUCCESS if sent.ok else MetricExportResult.FAILURE
+        # Too large for one request (gRPC's default limit is 4 MiB): metric by metric,
+        # in halves, as the spans and logs are; a metric too large alone is dropped.
+        delivery = deliver(
+            self._encoder.pieces(metrics_data),
+            request_of,
+            lambda body: self.sender.send(body, timeout=max(deadline - time.monotonic(), 0.0)),
+        )
+        self.rejected_points += delivery.rejected
+        if delivery.too_large:
             logger.warning(
-                "otel-spans: the collector refused a metrics export of %d bytes for its size",
-                len(request),
+                "otel-spans: %d metrics were too large to send, even alone", delivery.too_large
             )
-        return MetricExportResult.SUCCESS if sent.ok else MetricExportResult.FAILURE
+        if delivery.failed or delivery.too_large:
+            return MetricExportResult.FAILURE
+        return MetricExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return True  # every export is sent before export() returns

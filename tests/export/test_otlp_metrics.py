@@ -175,3 +175,29 @@ def test_no_generated_protobuf_module_is_imported(receiver: OtlpReceiver, protoc
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_request_too_large_for_the_collector_goes_in_parts(protocol: str) -> None:
+    """A collector that refuses a request for its size (gRPC RESOURCE_EXHAUSTED, HTTP
+    413) gets the metrics in parts; a metric too large alone is dropped and the export
+    counted failed. Wrong code caught: the whole export failing every time."""
+    with OtlpReceiver(max_receive_message_length=24_000) as receiver:
+        exporter = _exporter(target(receiver, protocol, "metrics"))
+        provider = _provider(exporter)
+        meter = provider.get_meter("otel_spans")
+        for c in range(8):
+            counter = meter.create_counter(f"c{c}")
+            for i in range(150):
+                counter.add(1, {"series": f"value-{i:04d}"})
+        provider.force_flush()
+        assert (exporter.counts.exported, exporter.counts.failed) == (1, 0)
+        assert len({(p.name, p.attributes["series"]) for p in receiver.metrics()}) == 1200
+        assert len(receiver.requests("metrics")) > 1
+        receiver.clear()
+        huge = meter.create_counter("huge")
+        for i in range(1000):
+            huge.add(1, {"series": f"value-{i:04d}"})
+        provider.shutdown()
+        assert (exporter.counts.exported, exporter.counts.failed) == (1, 1)
+        assert {p.name for p in receiver.metrics()} == {f"c{c}" for c in range(8)}

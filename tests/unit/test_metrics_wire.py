@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -29,7 +29,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from otel_spans.export.metrics_wire import MetricsEncoder
+from otel_spans.export.metrics_wire import MetricsEncoder, request_of
 
 int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 uint64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -149,6 +149,24 @@ def test_the_kept_resource_and_scope_encodings_change_nothing(data: MetricsData)
     encoder = MetricsEncoder()
     first = encoder.request(data)
     assert encoder.request(data) == first
+
+
+@settings(max_examples=100, deadline=None)
+@given(metrics_data())
+def test_metric_pieces_make_the_same_request(data: MetricsData) -> None:
+    """The pieces a request too large to send whole is split into, put back together,
+    are that request (scopes and resources without metrics aside: no piece has them)."""
+    assume(all(sm.metrics for rm in data.resource_metrics for sm in rm.scope_metrics))
+    assume(all(rm.scope_metrics for rm in data.resource_metrics))
+    encoder = MetricsEncoder()
+    pieces = encoder.pieces(data)
+    assert request_of(pieces) == encoder.request(data)
+    halves = request_of(pieces[: len(pieces) // 2]) + request_of(pieces[len(pieces) // 2 :])
+    whole = ExportMetricsServiceRequest.FromString(encoder.request(data))
+    parts = ExportMetricsServiceRequest.FromString(halves)
+    assert [m for rm in parts.resource_metrics for sm in rm.scope_metrics for m in sm.metrics] == [
+        m for rm in whole.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+    ]
 
 
 def test_a_known_request_byte_for_byte() -> None:

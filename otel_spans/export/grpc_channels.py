@@ -11,6 +11,7 @@ closed once, when the last one shuts down: nothing is left open after the close.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
@@ -20,6 +21,19 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _shared: dict[Hashable, SharedChannel] = {}
+
+
+def _forget_after_fork() -> None:
+    """A forked child starts with no shared channel: the parent's are the parent's (a
+    gRPC channel is not usable across a fork), and the lock may have been held by a
+    thread the child does not have."""
+    global _lock
+    _lock = threading.Lock()
+    _shared.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class SharedChannel:

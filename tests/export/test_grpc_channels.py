@@ -107,3 +107,22 @@ def test_a_call_racing_the_last_shutdown_opens_no_new_channel(receiver: OtlpRece
     sender._stopping.clear()
     assert not sender.send(b"")
     assert shared.current() is None and shared._channel is None
+
+
+def test_a_forked_child_shares_nothing_with_its_parent(receiver: OtlpReceiver) -> None:
+    """A gRPC channel is not usable across a fork: a child's senders open their own.
+    Wrong code caught: a child handed the parent's channel."""
+    import os
+
+    sender = _sender(receiver, "logs")
+    try:
+        assert sender.send(b"")
+        assert grpc_channels.open_channels() >= 1
+        pid = os.fork()
+        if pid == 0:  # the child: only look, then leave at once
+            os._exit(0 if grpc_channels.open_channels() == 0 else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert sender.send(b"")  # the parent's channel still works
+    finally:
+        sender.shutdown()

@@ -8,7 +8,9 @@ files (:func:`otel_spans.export.files.to_otlp_json`: hex ids, integer enums), so
 traces and logs are already encoded requests; workers' spans and the metrics, which go
 through the SDK, are encoded by the SDK's OTLP encoder first. (The SDK's own console
 exporters print a JSON of their own making, which no OTLP tool reads.) Writing to
-stdout happens on the exporter threads, never on Dask's event loop.
+stdout happens on the exporter threads, never on Dask's event loop. The SDK's encoders
+and the generated protobuf classes are imported only once something is printed: a
+process that prints nothing keeps none of their thousands of objects.
 """
 
 from __future__ import annotations
@@ -16,13 +18,8 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from google.protobuf.message import Message
-from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     MetricExporter,
@@ -32,13 +29,11 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_spans.export.files import to_otlp_json
+from otel_spans.export.files import request_type, to_otlp_json
 from otel_spans.export.outcome import ACCEPTED, Sent
 
-_REQUESTS: dict[str, type[Message]] = {
-    "traces": ExportTraceServiceRequest,
-    "logs": ExportLogsServiceRequest,
-}
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 
 #: One lock for every console writer of the process: lines of two signals never interleave.
@@ -58,7 +53,7 @@ class ConsoleSender:
     """Prints each encoded ``signal`` request as one OTLP/JSON line."""
 
     def __init__(self, signal: str, out: TextIO | None = None):
-        self._request_type = _REQUESTS[signal]
+        self._request_type = request_type(signal)
         self._out = out
 
     def send(self, request: bytes) -> Sent:
@@ -92,6 +87,8 @@ class ConsoleSpanExporter(SpanExporter):
         self._out = out
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
         print_line(encode_spans(spans), self._out)
         return SpanExportResult.SUCCESS
 
@@ -116,6 +113,8 @@ class ConsoleMetricExporter(MetricExporter):
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
     ) -> MetricExportResult:
+        from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
         print_line(encode_metrics(metrics_data), self._out)
         return MetricExportResult.SUCCESS
 

@@ -4,6 +4,8 @@ Each line is one ``Export<Signal>ServiceRequest`` in the OTLP/JSON encoding, the
 format the OpenTelemetry Collector's ``file`` exporter writes, so ``otel-spans report``
 and any OTLP tool read both alike. OTLP/JSON differs from protobuf's default JSON
 mapping in one way that matters: trace and span ids are lowercase hex, not base64.
+The SDK's encoders and protobuf's JSON mapping are imported when a file is first
+written, not with this module: a scheduler exporting to a collector never needs them.
 """
 
 from __future__ import annotations
@@ -11,12 +13,8 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import Message
-from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     MetricExporter,
@@ -30,6 +28,9 @@ from otel_spans.export.changed import ChangedSeries
 from otel_spans.export.disk import DiskBudget, JsonLinesWriter, budget_for
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
 from otel_spans.settings import ExportTarget
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId"})
 
@@ -50,6 +51,8 @@ def _hex_ids(node: Any) -> Any:
 
 def to_otlp_json(message: Message) -> str:
     """One OTLP request as one line of OTLP/JSON."""
+    from google.protobuf.json_format import MessageToDict
+
     as_dict = MessageToDict(message, use_integers_for_enums=True)
     return json.dumps(_hex_ids(as_dict), separators=(",", ":"), ensure_ascii=False)
 
@@ -81,6 +84,8 @@ class OtlpJsonSpanExporter(SpanExporter):
         self.writer = writer
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
         ok = self.writer.write(_line(encode_spans(spans)), len(spans))
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
@@ -106,6 +111,8 @@ class OtlpJsonMetricExporter(MetricExporter):
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: object
     ) -> MetricExportResult:
+        from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
         selection = self._series.select(metrics_data)
         line = _line(encode_metrics(selection.data)) if selection.points else b""
         if self.writer.fresh(len(line)):  # a new file starts with every series
@@ -125,7 +132,8 @@ class OtlpJsonMetricExporter(MetricExporter):
         self.writer.close()
 
 
-def _request_type(signal: str) -> type[Message]:
+def request_type(signal: str) -> type[Message]:
+    """The generated class of ``signal``'s export request (``traces``, ``logs``)."""
     if signal == "logs":
         from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
             ExportLogsServiceRequest,
@@ -144,7 +152,7 @@ class FileSender:
 
     def __init__(self, writer: JsonLinesWriter, signal: str):
         self.writer = writer
-        self._request_type = _request_type(signal)
+        self._request_type = request_type(signal)
 
     def send(self, request: bytes) -> Sent:
         message = self._request_type.FromString(request)

@@ -1,6 +1,7 @@
 """One OTLP export attempt over gRPC: the channel, status codes and ``RetryInfo``.
 
-Its own module because everything gRPC-specific is here: the channel (reconnected at
+Its own module because everything gRPC-specific is here: the channel (shared with the
+other signals' senders to the same collector, :mod:`.grpc_channels`; reconnected at
 once when the collector was unavailable), which status codes are retryable, the
 server's ``google.rpc.RetryInfo`` delay, and a ``RESOURCE_EXHAUSTED`` about the message
 size, which asks the caller to split the batch (:func:`otel_spans.export.outcome.deliver`)
@@ -15,7 +16,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from otel_spans.export.otlp_retry import Answer, OtlpSender, logger, user_agent
+from otel_spans.export.grpc_channels import SharedChannel, acquire, release
+from otel_spans.export.otlp_retry import AT_ONCE, Answer, OtlpSender, logger, user_agent
 from otel_spans.export.outcome import REFUSED, Sent
 from otel_spans.settings import ExportTarget
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 _EXPORT_METHODS = {
     "traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
     "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+    "metrics": "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
 }
 
 
@@ -52,42 +55,71 @@ class GrpcSender(OtlpSender):
         self._metadata = tuple((k.lower(), v) for k, v in target.headers.items())
         self._compression = grpc.Compression.Gzip if target.compression else None
         self._lock = threading.Lock()
-        #: Opened by the first attempt: a channel costs milliseconds, and a cluster
+        #: What a channel is made of: senders of every signal to the same collector
+        #: share one (:mod:`.grpc_channels`); headers and timeouts are per call.
+        self._key = (
+            "grpc",
+            self._address,
+            self._insecure,
+            target.certificate,
+            target.client_certificate,
+            target.client_key,
+            target.compression,
+        )
+        #: Taken by the first attempt: a channel costs milliseconds, and a cluster
         #: started and closed without a record to send needs none.
-        self._channel: grpc.Channel | None = None
+        self._shared: SharedChannel | None = None
         self._call: Any = None
+        self._generation = 0
 
-    def _connect(self) -> None:
+    def _connect(self) -> grpc.Channel:
         import grpc
 
         options = [("grpc.primary_user_agent", user_agent())]
         if self._insecure:
-            channel = grpc.insecure_channel(
+            return grpc.insecure_channel(
                 self._address, options=options, compression=self._compression
             )
-        else:
-            credentials = self._credentials or grpc.ssl_channel_credentials()
-            channel = grpc.secure_channel(
-                self._address, credentials, options=options, compression=self._compression
-            )
-        old, self._channel = self._channel, channel
-        # Bytes in (already serialized), the response left undecoded: nothing in an
-        # export response changes what happens next.
-        self._call = channel.unary_unary(_EXPORT_METHODS[self.signal])
-        if old is not None:
-            old.close()
+        credentials = self._credentials or grpc.ssl_channel_credentials()
+        return grpc.secure_channel(
+            self._address, credentials, options=options, compression=self._compression
+        )
+
+    def _current_call(self) -> Any:
+        """This signal's call on the shared channel, remade after a reconnect; None
+        once shut down."""
+        shared = self._shared
+        if shared is None:
+            with self._lock:
+                if self._stopping.is_set():
+                    return None
+                if self._shared is None:
+                    self._shared = acquire(self._key, self._connect)
+                shared = self._shared
+        current = shared.current()
+        if current is None:  # released by a shutdown that raced this call
+            return None
+        channel, generation = current
+        if generation != self._generation or self._call is None:
+            # Bytes in (already serialized), the response left undecoded: nothing in
+            # an export response changes what happens next.
+            self._call = channel.unary_unary(_EXPORT_METHODS[self.signal])
+            self._generation = generation
+        return self._call
 
     def _attempt(self, body: bytes, timeout: float) -> Answer:
         import grpc
 
-        if self._call is None:
-            with self._lock:
-                if self._stopping.is_set():
-                    return REFUSED
-                if self._call is None:
-                    self._connect()
+        rpc = self._current_call()
+        if rpc is None:
+            return REFUSED
+        generation = self._generation
         try:
-            response = self._call(body, timeout=timeout, metadata=self._metadata)
+            response = rpc(body, timeout=timeout, metadata=self._metadata)
+        except ValueError:
+            # The channel was closed under this call: by another signal's sender that
+            # reconnected it (try the fresh one at once), or by shutdown.
+            return REFUSED if self._stopping.is_set() else AT_ONCE
         except grpc.RpcError as error:
             call = error if isinstance(error, grpc.Call) else None
             code = call.code() if call is not None else None
@@ -96,9 +128,9 @@ class GrpcSender(OtlpSender):
             if code == grpc.StatusCode.UNAVAILABLE:
                 # A fresh channel reconnects at once, instead of after the old one's
                 # growing reconnect back-off (a collector that restarted is back now).
-                with self._lock:
-                    if not self._stopping.is_set():
-                        self._connect()
+                shared = self._shared
+                if shared is not None and not self._stopping.is_set():
+                    shared.reconnect(generation)
             delay = _retry_info_delay(call)
             if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
                 if _about_size(details):
@@ -117,8 +149,9 @@ class GrpcSender(OtlpSender):
     def shutdown(self) -> None:
         super().shutdown()
         with self._lock:
-            if self._channel is not None:
-                self._channel.close()
+            shared, self._shared = self._shared, None
+        if shared is not None:
+            release(shared)  # the last sender of the channel closes it
 
 
 def _about_size(details: str) -> bool:

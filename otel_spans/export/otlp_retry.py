@@ -16,7 +16,6 @@ One attempt over the wire is each transport's own (:mod:`.grpc_sender`,
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import platform
 import random
@@ -25,6 +24,7 @@ import time
 
 from otel_spans import __version__
 from otel_spans.export.outcome import ACCEPTED, REFUSED, Sent
+from otel_spans.export.response import partial_success
 from otel_spans.redact import redact_url
 from otel_spans.settings import ExportTarget, bounded
 from otel_spans.throttle import Throttle
@@ -34,19 +34,8 @@ logger = logging.getLogger("otel_spans")
 _MAX_ATTEMPTS = 6
 #: At most one warning per this many seconds (a collector that is down fails every batch).
 _WARN_EVERY = 30.0
-#: What the collector answers an export with, by signal (for partial success).
-_RESPONSE_TYPES = {
-    "traces": (
-        "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
-        "ExportTraceServiceResponse",
-        "rejected_spans",
-    ),
-    "logs": (
-        "opentelemetry.proto.collector.logs.v1.logs_service_pb2",
-        "ExportLogsServiceResponse",
-        "rejected_log_records",
-    ),
-}
+#: What the collector's partial success counts, by signal (for its message).
+_REJECTED_ITEMS = {"traces": "spans", "logs": "log records", "metrics": "data points"}
 #: An attempt's answer: a final :class:`Sent`, or seconds to wait before the next
 #: attempt (0: the default back-off; :data:`AT_ONCE`: now, once per export).
 Answer = Sent | float
@@ -62,7 +51,8 @@ def user_agent() -> str:
 
 
 class OtlpSender:
-    """Sends serialized export requests of one signal (``traces``, ``logs``) to ``target``.
+    """Sends serialized export requests of one signal (``traces``, ``logs``, ``metrics``)
+    to ``target``.
 
     An HTTP ``target.endpoint`` is the signal's full URL (``.../v1/logs``). A transport
     subclasses it with one ``_attempt`` (and ``_body`` when it transforms the request).
@@ -80,10 +70,12 @@ class OtlpSender:
         shown = [redact_url(a) if isinstance(a, str) else a for a in args]
         self._warnings.log(logging.WARNING, message, *shown)
 
-    def send(self, request: bytes) -> Sent:
+    def send(self, request: bytes, timeout: float | None = None) -> Sent:
         """What the collector did with the request (accepted, with how many items it
-        rejected; refused; too large), retries included."""
-        deadline = time.monotonic() + self.target.timeout
+        rejected; refused; too large), retries included, within ``target.timeout``
+        (or ``timeout`` seconds when that is shorter: the metric reader's own bound)."""
+        limit = self.target.timeout if timeout is None else min(timeout, self.target.timeout)
+        deadline = time.monotonic() + limit
         body = self._body(request)
         at_once_left = True
         attempt = 0
@@ -112,20 +104,17 @@ class OtlpSender:
 
     def _accepted(self, response: bytes) -> Sent:
         """Decode a success response: a partial success is counted and logged."""
-        module, name, field = _RESPONSE_TYPES[self.signal]
         try:
-            message = getattr(importlib.import_module(module), name).FromString(response)
-        except Exception:  # an empty or foreign body is a plain success
+            rejected, error_message = partial_success(response)
+        except (ValueError, IndexError):  # an empty or foreign body is a plain success
             return ACCEPTED
-        partial = message.partial_success
-        rejected = int(getattr(partial, field))
-        if rejected or partial.error_message:
+        if rejected or error_message:
             self._warn(
                 "otel-spans: the collector at %s rejected %d %s of a request: %s",
                 self.endpoint,
                 rejected,
-                field.removeprefix("rejected_").replace("_", " "),
-                partial.error_message or "(no message)",
+                _REJECTED_ITEMS.get(self.signal, "items"),
+                error_message or "(no message)",
             )
         return Sent(True, rejected=rejected)
 

@@ -1,8 +1,9 @@
 """The OTel SDK's exporters, configured from :class:`~otel_spans.settings.ExportTarget`.
 
-The SDK exports the metrics of every process and the spans user code starts in tasks
-on workers (the scheduler's own spans and logs are pre-encoded and go through
-:mod:`otel_spans.export.senders`). Every option is passed to the SDK explicitly, so its
+The SDK exports the spans user code starts in tasks on workers (the scheduler's own
+spans and logs are pre-encoded and go through :mod:`otel_spans.export.senders`); its
+metric reader drives the metric exporters made here, which for a collector are our
+own (:mod:`otel_spans.export.otlp_metrics`). Every option is passed to the SDK explicitly, so its
 own reading of ``OTEL_*`` never disagrees with the settings resolved in
 :mod:`otel_spans.config`, and every exporter is wrapped so that its outcomes are counted.
 """
@@ -41,6 +42,7 @@ from otel_spans.export.console import (
 )
 from otel_spans.export.files import OtlpJsonMetricExporter, OtlpJsonSpanExporter, writer_for
 from otel_spans.export.http_session import http_session
+from otel_spans.export.otlp_metrics import make_otlp_metric_exporter
 from otel_spans.export.otlp_retry import user_agent
 from otel_spans.export.tls import grpc_credentials
 from otel_spans.settings import ExportTarget, Temporality, bounded
@@ -244,18 +246,64 @@ def _primary_span_exporter(target: ExportTarget, *, role: str) -> SpanExporter:
         return _NoSpanExporter()
     if target.kind == "file":
         return OtlpJsonSpanExporter(writer_for(target, "traces", role))
+    options = _otlp_options(target)  # now: a TLS file that cannot be read fails here
     if target.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcSpanExporter,
+
+        def build() -> SpanExporter:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcSpanExporter,
+            )
+
+            return GrpcSpanExporter(**options)
+
+        return _FirstUseSpanExporter(build)
+
+    def build_http() -> SpanExporter:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpSpanExporter,
         )
 
-        return GrpcSpanExporter(**_otlp_options(target))
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
+        with _quiet_header_parser():
+            return _only_our_headers(HttpSpanExporter(**options), target)
 
-    with _quiet_header_parser():
-        return _only_our_headers(HttpSpanExporter(**_otlp_options(target)), target)
+    return _FirstUseSpanExporter(build_http)
+
+
+class _FirstUseSpanExporter(SpanExporter):
+    """The SDK's OTLP span exporter, built by the first export.
+
+    Most workers never see a span from task code. Built with the worker, the exporter
+    would import the SDK's OTLP exporter with its generated protobuf modules (thousands
+    of objects every full collection walks) and open a gRPC channel, in every worker
+    process, or at every start of an in-process cluster, for nothing.
+    """
+
+    def __init__(self, build: Callable[[], SpanExporter]):
+        self._build = build
+        self._inner: SpanExporter | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def _exporter(self) -> SpanExporter | None:
+        with self._lock:
+            if self._inner is None and not self._closed:
+                self._inner = self._build()
+            return self._inner
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        inner = self._exporter()
+        return SpanExportResult.FAILURE if inner is None else inner.export(spans)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            inner = self._inner
+        if inner is not None:
+            inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        inner = self._inner
+        return True if inner is None else inner.force_flush(timeout_millis)
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -280,7 +328,7 @@ def temporality_preference(choice: Temporality) -> dict[type, AggregationTempora
 def make_metric_exporter(
     target: ExportTarget, temporality: Temporality, *, role: str
 ) -> MetricExporter | None:
-    """The SDK metric exporter for ``target``; None when metrics are not pushed."""
+    """The metric exporter for ``target``; None when metrics are not pushed."""
     preference = temporality_preference(temporality)
     primary = _primary_metric_exporter(target, preference, role=role)
     if not target.console:
@@ -296,16 +344,6 @@ def _primary_metric_exporter(
         return None
     if target.kind == "file":
         return OtlpJsonMetricExporter(writer_for(target, "metrics", role), preference)
-    if target.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-            OTLPMetricExporter as GrpcMetricExporter,
-        )
-
-        return GrpcMetricExporter(**_otlp_options(target), preferred_temporality=preference)
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-        OTLPMetricExporter as HttpMetricExporter,
-    )
-
-    with _quiet_header_parser():
-        exporter = HttpMetricExporter(**_otlp_options(target), preferred_temporality=preference)
-    return _only_our_headers(exporter, target)
+    # Our own encoder and senders, not the SDK's OTLP metric exporters: see
+    # otel_spans.export.otlp_metrics.
+    return make_otlp_metric_exporter(target, preference)

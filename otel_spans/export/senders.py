@@ -1,10 +1,11 @@
-"""Where the scheduler's already-encoded OTLP trace and log requests go.
+"""Where the scheduler's already-encoded OTLP trace, log and metric requests go.
 
 The one factory, :func:`make_request_sender`, turns an export target into a
 :class:`RequestSender`: a collector over gRPC (:mod:`.grpc_sender`) or HTTP/protobuf
 (:mod:`.http_sender`), both following the OTLP exporter specification through
-:mod:`.otlp_retry`; OTLP/JSON files (:mod:`.files`); stdout (:mod:`.console`); or
-nowhere. The telemetry side sees only this module's protocol and factory.
+:mod:`.otlp_retry` (:func:`make_otlp_sender`, which the metric exporter uses too);
+OTLP/JSON files (:mod:`.files`); stdout (:mod:`.console`); or nowhere. The telemetry
+side sees only this module's protocol and factory.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from otel_spans.export.files import FileSender, writer_for
 from otel_spans.export.grpc_sender import GrpcSender
 from otel_spans.export.http_sender import HttpSender
 from otel_spans.export.http_session import http_session
+from otel_spans.export.otlp_retry import OtlpSender
 from otel_spans.export.outcome import ACCEPTED, Sent
 from otel_spans.export.tls import grpc_credentials
 from otel_spans.settings import ExportTarget
@@ -54,6 +56,11 @@ def _primary_sender(target: ExportTarget, *, signal: str, role: str) -> RequestS
         return _NoSender()
     if target.kind == "file":
         return FileSender(writer_for(target, signal, role), signal)
+    return make_otlp_sender(target, signal=signal)
+
+
+def make_otlp_sender(target: ExportTarget, *, signal: str) -> OtlpSender:
+    """The sender of ``signal`` to the collector ``target`` names (gRPC or HTTP/protobuf)."""
     if target.protocol == "grpc":
         return GrpcSender(target, signal, grpc_credentials(target))
     return HttpSender(target, signal, http_session(target))

@@ -215,3 +215,36 @@ def test_the_sdk_exporters_send_our_user_agent(receiver: OtlpReceiver, protocol:
     provider.shutdown()
     (headers,) = receiver.headers("traces")
     assert str(headers["user-agent"]).startswith(user_agent()), headers["user-agent"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_sdk_span_exporter_is_built_by_its_first_export(
+    receiver: OtlpReceiver, protocol: str
+) -> None:
+    """A worker whose tasks start no span never imports the SDK's OTLP span exporter
+    nor opens its channel; one that does exports as before. Wrong code caught: the
+    exporter built with the worker."""
+    import subprocess
+    import sys
+
+    tgt = target(receiver, protocol)
+    code = (
+        "import sys\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from otel_spans.export.sdk import make_span_exporter\n"
+        "from otel_spans.settings import ExportTarget\n"
+        f"t = ExportTarget(kind='otlp', endpoint={tgt.endpoint!r}, protocol={protocol!r})\n"
+        "idle = make_span_exporter(t, role='worker')\n"
+        "idle.shutdown()\n"
+        "assert not idle.export([]).name == 'SUCCESS'\n"  # closed: nothing built for it
+        "print(sorted(m for m in sys.modules if 'trace_exporter' in m or m.endswith('_pb2')))\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(make_span_exporter(t, role='w')))\n"
+        "provider.get_tracer('t').start_span('hello').end()\n"
+        "provider.shutdown()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+    assert [s.name for s in receiver.spans()] == ["hello"]

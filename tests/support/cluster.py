@@ -17,6 +17,8 @@ import dask.config
 from distributed import Client, LocalCluster, Nanny, Scheduler, Worker
 from distributed.utils_test import gen_test
 
+from otel_spans.export import grpc_channels
+
 T = TypeVar("T")
 
 
@@ -112,6 +114,8 @@ async def traced_cluster(
     while otel_threads() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not otel_threads(), f"otel-spans threads survived the scheduler: {otel_threads()}"
+    # every sender shut down: the last user of each shared gRPC channel closed it
+    assert grpc_channels.open_channels() == 0, "a gRPC channel survived the scheduler"
 
 
 @asynccontextmanager

@@ -190,9 +190,11 @@ def _strings(value: Sequence[object], max_length: int) -> bytes | None:
 
 #: ``AnyValue`` payloads of tuples of strings, by string limit: a span's tags, its
 #: workflow's bottlenecks and findings recur from one workflow to the next. Only tuples
-#: of strings go in, so a hit is a tuple of equal strings, which encode alike.
+#: of strings go in, so a hit is a tuple of equal strings, which encode alike. Small:
+#: some tuples never recur (a workflow's critical path names its own task groups), and
+#: what the cache holds of them is memory a long-lived scheduler keeps for nothing.
 _TUPLES: dict[int, dict[tuple[object, ...], bytes]] = {}
-_MAX_TUPLES = 1024
+_MAX_TUPLES = 32
 
 
 def _tuple(value: tuple[object, ...], max_length: int) -> bytes:

@@ -211,8 +211,7 @@ class SpanMetricsTick:
         counter it adds to; remembered, since each key comes again on every tick."""
         delta = snapshots.worker_metric((), key, 0.0)
         series: _KeySeries | None = None
-        if delta is not None:
-            assert isinstance(key, tuple)  # worker_metric read it as one
+        if delta is not None and isinstance(key, tuple):  # it reads tuples only
             spilling = None
             if key[0] == "execute" and key[-1] == "bytes" and key[-2] in _DISK:
                 spilling = _DISK[key[-2]]

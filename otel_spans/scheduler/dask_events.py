@@ -64,7 +64,8 @@ class DaskEvents:
         self._topic_logged: dict[Any, bool] = {}
         #: Recent worker removals already handled (insertion-ordered, bounded).
         self._removals: dict[tuple[Any, Any], None] = {}
-        #: (topic, action) -> the attributes of its records (bounded as topics are).
+        #: (topic, action) -> the attributes of its records, () for a topic not logged
+        #: (bounded as topics are).
         self._topic_attributes: dict[tuple[Any, Any], tuple[tuple[str, AttrValue], ...]] = {}
         #: The last event message that became a log record.
         self._last_logged: object = None
@@ -89,7 +90,8 @@ class DaskEvents:
                 self._task_groups.lost(msg.get("lost-computed-tasks") or ())
         if isinstance(action, str) and action in _ALSO_UNDER_ALL and topic != "all":
             return
-        if not self._logged(topic):
+        attributes = self._attributes(topic, action)
+        if not attributes:  # its topic is not logged
             return
         context = _NO_CONTEXT
         body = msg
@@ -110,7 +112,7 @@ class DaskEvents:
                 severity_number=_INFO.number,
                 severity_text=_INFO.text,
                 body=body,
-                attributes=self._attributes(topic, action),
+                attributes=attributes,
                 event_name=semconv.LOG_DASK_EVENT,
                 trace_id=trace_id,
                 span_id=span_id,
@@ -119,14 +121,17 @@ class DaskEvents:
         )
 
     def _attributes(self, topic: Any, action: Any) -> tuple[tuple[str, AttrValue], ...]:
-        """An event's topic and action as attributes; remembered per (topic, action),
-        which a busy scheduler logs again and again."""
+        """An event's topic and action as its record's attributes, () when events of
+        its topic are not logged; remembered per (topic, action), which a busy
+        scheduler logs again and again (one lookup decides and names the record)."""
         memo = action is None or type(action) is str  # an action may be any value
         attributes = self._topic_attributes.get((topic, action)) if memo else None
         if attributes is None:
-            attributes = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
-            if action is not None:
-                attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
+            attributes = ()
+            if self._logged(topic):
+                attributes = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
+                if action is not None:
+                    attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
             if memo:
                 if len(self._topic_attributes) >= _MAX_TOPICS:  # as topics below
                     self._topic_attributes.clear()

@@ -102,3 +102,13 @@ def test_one_message_under_two_topics_is_one_record_and_bodies_are_copies() -> N
     assert out[0].body is not msg
     assert out[1].body == "a plain string event"
     assert attrs(out[1]) == {semconv.DASK_EVENT_TOPIC: "scheduler"}
+
+
+def test_topics_not_logged_stay_unlogged() -> None:
+    ev, out = events(logs={"topics": ["scheduler", "tcp://*"], "exclude-topics": ["tcp://x*"]})
+    for _ in range(2):
+        for topic in ("scheduler", "all", "tcp://w:1", "tcp://x:1"):
+            ev.log_event(topic, {"action": "update-graph"})
+            ev.log_event(topic, {"action": 7})
+    expected = ["scheduler", "scheduler", "tcp://w:1", "tcp://w:1"] * 2
+    assert [attrs(e)[semconv.DASK_EVENT_TOPIC] for e in out] == expected

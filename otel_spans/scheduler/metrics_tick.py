@@ -246,7 +246,8 @@ def _memory_deltas(track: TrackedSpan, disk: dict[str, float], now: float) -> li
     if _MEMORY_STARTED not in reported:
         reported[_MEMORY_STARTED] = 1.0
         out = [CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS]
-    out.extend(CounterDelta(metric, tags, (), value) for metric, value in disk.items())
+    if disk:
+        out.extend(CounterDelta(metric, tags, (), value) for metric, value in disk.items())
     if not (ledger.pauses or ledger.workers_lost):
         # Nearly every span: no pause began and no worker was lost, so every value
         # is 0 and always was (they only grow): there is no growth to read.

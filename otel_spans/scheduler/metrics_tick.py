@@ -227,9 +227,12 @@ class SpanMetricsTick:
 
         It is active CPU minus all known task time of the whole tree, so it can only be
         computed once late heartbeats have landed; reported on the root only, so that
-        summing a workflow's series by root counts it once.
+        summing a workflow's series by root counts it once. Read as an export reads it
+        (Dask's values, from one walk of the tree's groups): Dask's own
+        ``cumulative_worker_metrics`` walks the tree four times for it.
         """
-        idle = root.cumulative_worker_metrics.get(snapshots.IDLE_KEY, 0.0)
+        active = snapshots.tree_times(root).active_cpu_seconds
+        idle = snapshots.tree_metrics(root, active)[snapshots.IDLE_KEY]
         out = []
         for key, value in snapshots.growth({snapshots.IDLE_KEY: idle}, track.reported):
             delta = snapshots.worker_metric(track.tags, key, value)

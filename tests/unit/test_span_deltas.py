@@ -125,3 +125,39 @@ def test_span_deltas_are_the_worker_metrics_and_ledger(
             assert tracks[i].reported == mirrors[i].reported
         assert len(tick._series_of) <= max_keys
     assert any(t.memory.pauses for t in tracks)  # the ledger's growth was read too
+
+
+class Group:
+    """What a span tree's times read of a task group (hashable, like a TaskGroup)."""
+
+    def __init__(self, stop: float, done: bool = True):
+        self.stop, self.done, self.start = stop, done, 0.0
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_idle_delta_is_dasks_idle_share(seed: int) -> None:
+    """The root's idle delta is the growth of Dask's own "idle or other spans" value."""
+    from distributed.spans import Span
+
+    rng = random.Random(seed)
+    history = [(100.0, 2), (100.0 + rng.uniform(0, 5), rng.randrange(1, 9)), (300.0, 4)]
+    root = Span(("root",), "root-id", None, history[:1])
+    child = Span(("root", "child"), "child-id", root, history[:1])
+    root.children.append(child)
+    for node in (root, child):
+        node.enqueued = 100.0
+        node._total_nthreads_history = history
+        node.groups = {Group(100.0 + rng.uniform(0, 10))}  # type: ignore[assignment]
+        for key in rng.sample(KEYS[:36], 10):
+            node._cumulative_worker_metrics[key] = rng.uniform(0, 8)  # type: ignore[index]
+    track_ = track()
+    track_.is_root = True
+    reported = {snapshots.IDLE_KEY: rng.choice([0.0, 1.0, 50.0])}
+    track_.reported.update(reported)
+    idle = root.cumulative_worker_metrics[snapshots.IDLE_KEY]
+    expected = [
+        snapshots.worker_metric(TAGS, k, v)
+        for k, v in snapshots.growth({snapshots.IDLE_KEY: idle}, reported)
+    ]
+    assert SpanMetricsTick._idle_delta(root, track_) == expected
+    assert track_.reported == reported

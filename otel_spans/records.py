@@ -281,10 +281,14 @@ class HistogramSample(NamedTuple):
     span_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class LogEntry:
+class LogEntry(NamedTuple):
     """One log record: a Dask structured event, the report of an erred task, or a record
-    of Python's ``logging``."""
+    of Python's ``logging``.
+
+    A NamedTuple rather than a frozen dataclass, as :class:`HistogramSample`: one is
+    built per Dask event on the event loop (and per Python log record on any thread),
+    and a frozen dataclass sets its eleven fields one ``object.__setattr__`` at a time.
+    """
 
     time_ns: int
     severity_number: int

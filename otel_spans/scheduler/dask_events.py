@@ -15,7 +15,7 @@ from distributed.metrics import time
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.records import LogEntry, ns
+from otel_spans.records import AttrValue, LogEntry, ns
 from otel_spans.scheduler.snapshots import EXCEPTION_FIELDS, span_uuid_of_key
 from otel_spans.scheduler.span_state import SpanIdentity
 from otel_spans.scheduler.task_groups import TaskGroups
@@ -31,6 +31,9 @@ _MAX_REMOVALS = 1000
 #: under "all" (``Scheduler.add_worker``, ``remove_worker``, ``restart_workers``).
 #: Exported once, under "all"; every other per-worker event is logged only there.
 _ALSO_UNDER_ALL = frozenset({"add-worker", "remove-worker", "restart-workers"})
+_INFO = semconv.SEVERITY_INFO
+#: Trace id, span id and sampling decision of an event that names no tracked span.
+_NO_CONTEXT = (0, 0, False)
 
 
 def _matches(topic: str, patterns: tuple[str, ...]) -> bool:
@@ -61,11 +64,15 @@ class DaskEvents:
         self._topic_logged: dict[Any, bool] = {}
         #: Recent worker removals already handled (insertion-ordered, bounded).
         self._removals: dict[tuple[Any, Any], None] = {}
+        #: (topic, action) -> the attributes of its records, () for a topic not logged
+        #: (bounded as topics are).
+        self._topic_attributes: dict[tuple[Any, Any], tuple[tuple[str, AttrValue], ...]] = {}
         #: The last event message that became a log record.
         self._last_logged: object = None
 
     def clear(self) -> None:
         self._topic_logged.clear()
+        self._topic_attributes.clear()
         self._removals.clear()
         self._last_logged = None
 
@@ -83,24 +90,28 @@ class DaskEvents:
                 self._task_groups.lost(msg.get("lost-computed-tasks") or ())
         if isinstance(action, str) and action in _ALSO_UNDER_ALL and topic != "all":
             return
-        if not self._logged(topic):
+        attributes = self._attributes(topic, action)
+        if not attributes:  # its topic is not logged
             return
+        context = _NO_CONTEXT
+        body = msg
         if isinstance(msg, dict):
             # Dask publishes one message under several topics at once (update-graph
             # under "scheduler" and the client's id): one record, under the first.
             if msg is self._last_logged:
                 return
             self._last_logged = msg
-        attributes: tuple[tuple[str, str], ...] = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
-        if action is not None:
-            attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
-        trace_id, span_id, sampled = self._context(msg)
+            key, uuid = msg.get("key"), msg.get("span_id")
+            if key is not None or uuid is not None:  # most events name neither
+                context = self._context(key, uuid)
+            body = self._body(msg)
+        trace_id, span_id, sampled = context
         self._submit(
             LogEntry(
                 time_ns=ns(time()),
-                severity_number=semconv.SEVERITY_INFO.number,
-                severity_text=semconv.SEVERITY_INFO.text,
-                body=self._body(msg),
+                severity_number=_INFO.number,
+                severity_text=_INFO.text,
+                body=body,
                 attributes=attributes,
                 event_name=semconv.LOG_DASK_EVENT,
                 trace_id=trace_id,
@@ -108,6 +119,24 @@ class DaskEvents:
                 sampled=sampled,
             )
         )
+
+    def _attributes(self, topic: Any, action: Any) -> tuple[tuple[str, AttrValue], ...]:
+        """An event's topic and action as its record's attributes, () when events of
+        its topic are not logged; remembered per (topic, action), which a busy
+        scheduler logs again and again (one lookup decides and names the record)."""
+        memo = action is None or type(action) is str  # an action may be any value
+        attributes = self._topic_attributes.get((topic, action)) if memo else None
+        if attributes is None:
+            attributes = ()
+            if self._logged(topic):
+                attributes = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
+                if action is not None:
+                    attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
+            if memo:
+                if len(self._topic_attributes) >= _MAX_TOPICS:  # as topics below
+                    self._topic_attributes.clear()
+                self._topic_attributes[topic, action] = attributes
+        return attributes
 
     def _logged(self, topic: Any) -> bool:
         """Whether events of ``topic`` become log records; remembered per topic, since a
@@ -133,17 +162,14 @@ class DaskEvents:
             return {k: v for k, v in msg.items() if k not in EXCEPTION_FIELDS}
         return dict(msg)
 
-    def _context(self, msg: Any) -> tuple[int, int, bool]:
+    def _context(self, key: Any, uuid: Any) -> tuple[int, int, bool]:
         """Trace and span ids, and the trace's sampling decision, for an event that
-        names a task key or a Dask span; else 0s."""
-        if not isinstance(msg, dict):
-            return 0, 0, False
-        identity = self._identity_of_key(msg.get("key"))
-        uuid = msg.get("span_id")
+        names a task ``key`` or a Dask span ``uuid``; else 0s."""
+        identity = self._identity_of_key(key)
         if identity is None and isinstance(uuid, str):
             identity = self._identity(uuid)
         if identity is None:
-            return 0, 0, False
+            return _NO_CONTEXT
         return identity.trace_id, identity.otel_span_id, identity.sampled
 
     def about(self, value: object) -> tuple[int, int, bool] | None:

@@ -11,6 +11,7 @@ Runs on the scheduler's event loop; never keeps a reference to a Dask object.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from distributed.metrics import time
@@ -32,14 +33,15 @@ def identity_of(
     span: Span, root: Span, settings: Settings, callers: CallerContexts
 ) -> SpanIdentity:
     """Who ``span`` (under ``root``) is for the rest of its life: fixed when first seen."""
-    tags = tuple(clean(str(tag), settings.max_attribute_length) for tag in span.name)
+    limit = settings.max_attribute_length
+    tags = tuple([clean(str(tag), limit) for tag in span.name])
     caller = callers.get(root.id)
     parent_flags: int | None = None
     if caller is not None and not caller.as_link:
         trace_id = caller.trace_id  # the caller's trace: we are part of it
         parent_flags = caller.trace_flags
     else:
-        trace_id = ids.workflow_trace_id(root.id)
+        trace_id = _workflow_trace_id(root.id)
     # One decision per trace, the workers' too (otel_spans.sampler).
     sampled = settings.traces.sampler.sampled(trace_id, parent_flags)
     return SpanIdentity(
@@ -51,6 +53,13 @@ def identity_of(
         sampled=sampled,
         labels=metric_labels(root.id, settings, callers),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _workflow_trace_id(root_uuid: str) -> int:
+    """:func:`ids.workflow_trace_id`, remembered: a workflow's spans are discovered
+    together, and each would hash its root's uuid again."""
+    return ids.workflow_trace_id(root_uuid)
 
 
 def export_snapshot(

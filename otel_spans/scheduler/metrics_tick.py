@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from distributed.metrics import time
 
@@ -49,6 +49,15 @@ _DISK = {
 }
 
 
+#: A span's worker metric key as a series: metric, attributes, the spilling counter
+#: it adds to (None for most).
+_KeySeries = tuple[str, Attrs, str | None]
+#: Most worker metric keys whose series are remembered (cleared beyond).
+_MAX_KEYS = 4_096
+#: Not remembered yet (None: a key of no series).
+_UNSEEN: Any = object()
+
+
 class SpanMetricsTick:
     """Reads live spans' cumulative values in time slices (see :meth:`tick`)."""
 
@@ -73,6 +82,8 @@ class SpanMetricsTick:
         self._cluster_reported: dict[tuple[Hashable, ...], float] = {}
         #: Progress of the running spans read so far in this pass (published at its end).
         self._progress: list[GaugeValue] = []
+        #: A span's worker metric key -> its series (see :meth:`_new_series`), bounded.
+        self._series_of: dict[Hashable, _KeySeries | None] = {}
         # Dask's record since 2023.9; an older scheduler offers no thread-seconds
         history = getattr(scheduler, "total_nthreads_history", None)
         self._offered = ThreadSeconds(history if isinstance(history, list) else [], time())
@@ -81,6 +92,7 @@ class SpanMetricsTick:
         self._pending.clear()
         self._progress.clear()
         self._cluster_reported.clear()
+        self._series_of.clear()
 
     def tick(self, final: bool) -> None:
         """Hand over the growth of every live span's cumulative values since last time.
@@ -162,13 +174,16 @@ class SpanMetricsTick:
         out = []
         tags, reported = track.tags, track.reported
         disk: dict[str, float] = {}
+        series_of = self._series_of
         for key, value in snapshots.growth(span._cumulative_worker_metrics, reported):
-            delta = snapshots.worker_metric(tags, key, value)
-            if delta is not None:
-                out.append(delta)
-                if key[0] == "execute" and key[-1] == "bytes" and key[-2] in _DISK:
-                    metric = _DISK[key[-2]]
-                    disk[metric] = disk.get(metric, 0.0) + value
+            series = series_of.get(key, _UNSEEN)
+            if series is _UNSEEN:
+                series = self._new_series(key)
+            if series is not None:
+                metric, attrs, spilling = series
+                out.append(CounterDelta(metric, tags, attrs, value))
+                if spilling is not None:
+                    disk[spilling] = disk.get(spilling, 0.0) + value
         out.extend(_memory_deltas(track, disk, now))
         finished = {("tasks", p, s): float(n) for (p, s), n in track.finished.items()}
         for (_, prefix, state), value in snapshots.growth(finished, reported):
@@ -190,15 +205,34 @@ class SpanMetricsTick:
             out.extend(snapshots.cpu_delta(tags, reported, cpu))
         return out
 
+    def _new_series(self, key: Hashable) -> _KeySeries | None:
+        """What :func:`snapshots.worker_metric` makes of a span's metric key (metric
+        and attributes, the same for every span: only its tags differ), and the spilling
+        counter it adds to; remembered, since each key comes again on every tick."""
+        delta = snapshots.worker_metric((), key, 0.0)
+        series: _KeySeries | None = None
+        if delta is not None and isinstance(key, tuple):  # it reads tuples only
+            spilling = None
+            if key[0] == "execute" and key[-1] == "bytes" and key[-2] in _DISK:
+                spilling = _DISK[key[-2]]
+            series = (delta.metric, delta.attributes, spilling)
+        if len(self._series_of) >= _MAX_KEYS:  # prefixes of a long-lived cluster
+            self._series_of.clear()
+        self._series_of[key] = series
+        return series
+
     @staticmethod
     def _idle_delta(root: Span, track: TrackedSpan) -> list[CounterDelta]:
         """The root's "idle or other spans" share, once its tree's values are final.
 
         It is active CPU minus all known task time of the whole tree, so it can only be
         computed once late heartbeats have landed; reported on the root only, so that
-        summing a workflow's series by root counts it once.
+        summing a workflow's series by root counts it once. Read as an export reads it
+        (Dask's values, from one walk of the tree's groups): Dask's own
+        ``cumulative_worker_metrics`` walks the tree four times for it.
         """
-        idle = root.cumulative_worker_metrics.get(snapshots.IDLE_KEY, 0.0)
+        active = snapshots.tree_times(root).active_cpu_seconds
+        idle = snapshots.tree_metrics(root, active)[snapshots.IDLE_KEY]
         out = []
         for key, value in snapshots.growth({snapshots.IDLE_KEY: idle}, track.reported):
             delta = snapshots.worker_metric(track.tags, key, value)
@@ -215,7 +249,12 @@ def _memory_deltas(track: TrackedSpan, disk: dict[str, float], now: float) -> li
     if _MEMORY_STARTED not in reported:
         reported[_MEMORY_STARTED] = 1.0
         out = [CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS]
-    out.extend(CounterDelta(metric, tags, (), value) for metric, value in disk.items())
+    if disk:
+        out.extend(CounterDelta(metric, tags, (), value) for metric, value in disk.items())
+    if not (ledger.pauses or ledger.workers_lost):
+        # Nearly every span: no pause began and no worker was lost, so every value
+        # is 0 and always was (they only grow): there is no growth to read.
+        return out
     current = {
         ("memory", semconv.DASK_SPAN_MEMORY_PAUSES): float(ledger.pauses),
         ("memory", semconv.DASK_SPAN_MEMORY_PAUSE_DURATION): ledger.pause_seconds_at(now),

@@ -129,12 +129,27 @@ def task_policy(tasks: TaskSettings, tags: tuple[str, ...]) -> Policy:
     """The task sampling policy of a span: the first rule matching its joined tags,
     else the default mode."""
     mode = tasks.mode
-    name = "/".join(tags)
-    for rule in tasks.rules:
-        if fnmatch.fnmatchcase(name, rule.match):
-            mode = rule.mode
-            break
-    return Policy(mode, tasks.slowest, tasks.ratio, tasks.max_per_trace, tasks.min_duration)
+    if tasks.rules:
+        name = "/".join(tags)
+        for rule in tasks.rules:
+            if fnmatch.fnmatchcase(name, rule.match):
+                mode = rule.mode
+                break
+    global _policies
+    known = _policies  # read once: another scheduler's thread may replace it
+    if known[0] is not tasks:
+        known = _policies = (tasks, {})
+    policy = known[1].get(mode)
+    if policy is None:
+        policy = known[1][mode] = Policy(
+            mode, tasks.slowest, tasks.ratio, tasks.max_per_trace, tasks.min_duration
+        )
+    return policy
+
+
+#: The policies of the last task settings, by mode: every span of a scheduler shares
+#: one of a handful (a ``Policy`` is frozen), rather than each building its own.
+_policies: tuple[TaskSettings | None, dict[str, Policy]] = (None, {})
 
 
 def metric_labels(

@@ -32,6 +32,9 @@ logger = logging.getLogger("otel_spans.telemetry.metrics")
 MAX_LABEL_LENGTH = LABEL_LENGTH
 #: Most (span name, workflow labels, prefix) label sets memoised for the task path.
 MAX_TASK_LABELS = 4_096
+#: Most (tags, attributes) -> labels memoised for deltas and gauges: a live span's
+#: series are read on every metrics tick, each with the same tags and attributes.
+MAX_SERIES_LABELS = 8_192
 
 
 class MetricsState:
@@ -60,6 +63,9 @@ class MetricsState:
         #: counted in ``task_labels_evicted``.
         self._task_labels: dict[tuple[tuple[str, ...], Attrs, str], Attrs] = {}
         self.task_labels_evicted = 0
+        #: (tags, attributes) -> labels of the deltas' and gauges' series whose values
+        #: every budget had admitted (see :meth:`series_labels`), oldest evicted first.
+        self._series_labels: dict[tuple[tuple[str, ...] | None, Attrs], Attrs] = {}
         #: The cost model's running totals (thread-seconds; see :meth:`_account`).
         self._busy = 0.0
         self._available = 0.0
@@ -85,30 +91,61 @@ class MetricsState:
         the rule names already met where they entered: a value that did not pass there
         (a worker's activity name) cannot make the SDK's encoder drop the label.
         """
+        return self._labels(tags, attributes)[0]
+
+    def series_labels(self, tags: tuple[str, ...] | None, attributes: Attrs) -> Attrs:
+        """:meth:`labels`, memoised: a live span's series come again on every tick.
+
+        Only label sets whose every value its budget admitted are kept: an admitted
+        value stays admitted, so those are what :meth:`labels` would give again, and no
+        budget is asked less often than without the memo for a value it replaced (each
+        such value is still offered every time, as ``overflowed`` and
+        ``overflow_forgotten`` count). Used on the event loop only.
+        """
+        key = (tags, attributes)
+        labels = self._series_labels.get(key)
+        if labels is None:
+            labels, admitted = self._labels(tags, attributes)
+            if admitted:
+                memo = self._series_labels
+                if len(memo) >= MAX_SERIES_LABELS:
+                    del memo[next(iter(memo))]
+                memo[key] = labels
+        return labels
+
+    def _labels(self, tags: tuple[str, ...] | None, attributes: Attrs) -> tuple[Attrs, bool]:
+        """:meth:`labels`, and whether every budget admitted its value as it is."""
         out: list[tuple[str, str]] = []
+        admitted = True
         if tags is not None:
             name = clean("/".join(tags), MAX_LABEL_LENGTH)
-            out.append((semconv.DASK_SPAN_NAME, self.span_names(name)))
+            kept = self.span_names(name)
+            admitted = _admitted(self.span_names, name, kept)
+            out.append((semconv.DASK_SPAN_NAME, kept))
             root = clean(tags[0], MAX_LABEL_LENGTH) if tags else ""
-            out.append((semconv.ATTR_SPAN_ROOT, self.span_names(root)))
+            kept = self.span_names(root)
+            admitted = _admitted(self.span_names, root, kept) and admitted
+            out.append((semconv.ATTR_SPAN_ROOT, kept))
         for key, value in attributes:
             value = clean(value, MAX_LABEL_LENGTH)
             if key == semconv.DASK_TASK_PREFIX:
-                value = self.prefixes(value)
+                limiter: CardinalityLimiter | None = self.prefixes
             elif key == semconv.DASK_WORKER_ADDRESS:
-                value = self.workers(value)
+                limiter = self.workers
             else:
                 limiter = self.workflow_labels.get(key)
-                if limiter is not None:
-                    value = limiter(value)
+            if limiter is not None:
+                kept = limiter(value)
+                admitted = _admitted(limiter, value, kept) and admitted
+                value = kept
             out.append((key, value))
-        return tuple(out)
+        return tuple(out), admitted
 
     def add(self, deltas: Iterable[CounterDelta]) -> None:
         with self._lock:
             accounted = False
             for delta in deltas:
-                attrs = self.labels(delta.tags, delta.attributes)
+                attrs = self.series_labels(delta.tags, delta.attributes)
                 series = self._sums[delta.metric]
                 series[attrs] = series.get(attrs, 0.0) + delta.value
                 if delta.metric in _COST_INPUTS:
@@ -128,7 +165,7 @@ class MetricsState:
         price = self.settings.cpu_hour_price
         if price is not None:
             workflow = tuple(a for a in delta.attributes if a[0] in self.workflow_labels)
-            attrs = self.labels(delta.tags, workflow)
+            attrs = self.series_labels(delta.tags, workflow)
             cost = self._sums[semconv.M_SPAN_COST]
             cost[attrs] = cost.get(attrs, 0.0) + delta.value / 3600 * price
         return True
@@ -156,7 +193,7 @@ class MetricsState:
         """Replace every gauge series by ``values``: series of exported spans vanish."""
         gauges: dict[str, dict[Attrs, float]] = defaultdict(dict)
         for value in values:
-            attrs = self.labels(value.tags, value.attributes)
+            attrs = self.series_labels(value.tags, value.attributes)
             series = gauges[value.metric]
             # two spans whose names fold into (overflow) add up
             series[attrs] = series.get(attrs, 0.0) + value.value
@@ -208,3 +245,8 @@ class MetricsState:
             **{name: limiter.overflowed for name, limiter in self.workflow_labels.items()},
             semconv.LIMITED_SERIES: self._series_folded(),
         }
+
+
+def _admitted(limiter: CardinalityLimiter, value: str, kept: str) -> bool:
+    """Whether ``limiter`` gave ``value`` back as admitted (it returns the very object)."""
+    return kept is value and value is not limiter.overflow_value

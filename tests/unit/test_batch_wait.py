@@ -8,26 +8,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import dask.config
 import pytest
 
-from otel_spans import config
 from otel_spans.config import ConfigError, Settings
 from otel_spans.export.pipeline import ExportPipeline
+from tests.support.settings import resolve
 
-
-@pytest.fixture(autouse=True)
-def _clean_config() -> Iterator[None]:
-    config._WARNED.clear()  # every test sees its own once-per-process warnings
-    with dask.config.set({"otel-spans": {}}):
-        yield
-
-
-def resolve(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
-    return Settings.from_config(overrides, environ=env or {})
+pytestmark = pytest.mark.usefixtures("clean_config")
 
 
 def waits(settings: Settings) -> tuple[float, float]:

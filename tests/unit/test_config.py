@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dask.config
 import pytest
 
-from otel_spans import config
 from otel_spans.config import CaptureSettings, ConfigError, RecordLimits, Settings, check_keys
+from tests.support.settings import resolve
 
-
-@pytest.fixture(autouse=True)
-def _clean_config() -> Iterator[None]:
-    config._WARNED.clear()  # every test sees its own once-per-process warnings
-    with dask.config.set({"otel-spans": {}}):
-        yield
-
-
-def resolve(env: dict[str, str] | None = None, **overrides: Any) -> Settings:
-    return Settings.from_config(overrides, environ=env or {})
+pytestmark = pytest.mark.usefixtures("clean_config")
 
 
 def test_defaults_write_files_when_no_endpoint_anywhere() -> None:

@@ -3,23 +3,14 @@ errors that name the key."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import dask.config
 import pytest
 
-from otel_spans.config import ConfigError, Settings
+from otel_spans.config import ConfigError
+from tests.support.settings import resolve
 
-
-@pytest.fixture(autouse=True)
-def _clean_config() -> Iterator[None]:
-    with dask.config.set({"otel-spans": {}}):
-        yield
-
-
-def resolve(**overrides: Any) -> Settings:
-    return Settings.from_config(overrides, environ={})
+pytestmark = pytest.mark.usefixtures("clean_config")
 
 
 def test_defaults_are_256_mib_in_all_and_16_mib_per_file() -> None:

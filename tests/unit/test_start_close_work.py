@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,7 @@ from otel_spans.config import Settings
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.worker import tracing
 
-
-@pytest.fixture(autouse=True)
-def _clean_config() -> Iterator[None]:
-    config._WARNED.clear()
-    with dask.config.set({"otel-spans": {}}):
-        yield
+pytestmark = pytest.mark.usefixtures("clean_config")
 
 
 def test_same_inputs_resolve_once() -> None:

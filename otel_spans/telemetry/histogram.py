@@ -164,28 +164,14 @@ class OwnHistogram:
         return series
 
     def record(self, attrs: Attrs, value: float, trace_id: int = 0, span_id: int = 0) -> None:
-        self.record_in(self._series.get(attrs) or self.series(attrs), value, trace_id, span_id)
+        self.record_in(self.series(attrs), value, trace_id, span_id)
 
     def record_in(self, series: Series, value: float, trace_id: int = 0, span_id: int = 0) -> None:
         """One value into a series of this histogram (from :meth:`series`); an
-        exemplar only with a span id, i.e. for a span that is exported. The per-task
-        path: :func:`_add` inlined, as one call less per task."""
+        exemplar only with a span id, i.e. for a span that is exported."""
         index = bisect.bisect_left(self.bounds, value)
         with self.lock:
-            series.counts[index] += 1
-            series.count += 1
-            series.total += value
-            if value < series.low:
-                series.low = value
-            if value > series.high:
-                series.high = value
-            for window in series.windows.values():
-                if value < window[0]:
-                    window[0] = value
-                if value > window[1]:
-                    window[1] = value
-            if span_id:
-                series.exemplars[index] = (value, time.time_ns(), trace_id, span_id)
+            _add(series, index, value, trace_id, span_id, time.time_ns() if span_id else 0)
 
     def exemplar(self, attrs: Attrs, value: float, trace_id: int, span_id: int) -> None:
         """Point the bucket of ``value`` at a span, for a value already recorded."""

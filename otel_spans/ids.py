@@ -29,7 +29,11 @@ def _digest(prefix: bytes, text: str) -> bytes:
 
 
 def _span_id(*parts: str | int) -> int:
-    text = "/".join(str(part) for part in parts)
+    return _span_id_of("/".join(str(part) for part in parts))
+
+
+def _span_id_of(text: str) -> int:
+    """The span id of the joined parts ``text``."""
     return int.from_bytes(_digest(_SPAN_PREFIX, text)[:8], "big") or 1
 
 
@@ -41,7 +45,7 @@ def workflow_trace_id(root_uuid: str) -> int:
 def dask_span_id(uuid: str) -> int:
     """The span id of the first export of the Dask span ``uuid``: parts ``(uuid,)``
     (one part: no join, as every new span pays it)."""
-    return int.from_bytes(_digest(_SPAN_PREFIX, str(uuid))[:8], "big") or 1
+    return _span_id_of(str(uuid))
 
 
 def continuation_span_id(uuid: str, n: int) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from otel_spans.names import clean
@@ -80,10 +79,9 @@ ARRAY_VALUES = length_delimited(1)
 KVLIST_VALUES = length_delimited(1)
 
 
-@lru_cache(maxsize=4096)
 def key_field(name: str) -> bytes:
     """``KeyValue.key`` with its tag: the same few dozen keys recur on every span."""
-    return message(KV_KEY, utf8(name, len(name)))
+    return (_KEYS.get(name) or _key(name))[0]
 
 
 def utf8(value: str, max_length: int) -> bytes:
@@ -142,9 +140,9 @@ def nested_value(value: object, max_length: int) -> bytes:
     return scalar(value, max_length)
 
 
-#: ``KeyValue.key`` with its tag, and its length, by key: the few dozen keys of
-#: otel-spans recur on every record (bounded: a Python logger's record may bring keys
-#: of its own).
+#: ``KeyValue.key`` with its tag, and its length, by key (attributes' and log bodies'
+#: alike, :func:`key_field`): the few dozen keys of otel-spans recur on every record
+#: (bounded: a Python logger's record or a Dask event may bring keys of its own).
 _KEYS: dict[str, tuple[bytes, int]] = {}
 _MAX_KEYS = 4096
 #: By a field's tag: that tag followed by each one-byte length, 0 to 127.
@@ -164,7 +162,7 @@ _ARRAY_STRING = [ARRAY_VALUES + SMALL[n + 2] + ANY_STRING + SMALL[n] for n in ra
 def _key(name: str) -> tuple[bytes, int]:
     if len(_KEYS) >= _MAX_KEYS:
         _KEYS.clear()
-    key = key_field(name)
+    key = message(KV_KEY, utf8(name, len(name)))
     entry = _KEYS[name] = key, len(key)
     return entry
 

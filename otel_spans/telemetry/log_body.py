@@ -81,12 +81,8 @@ def encoded_body(value: Any, max_length: int, depth: int = 0) -> bytes:
     """The ``AnyValue`` payload of ``safe_body(value, max_length, depth)``, written with
     ``max_length`` as the string limit too: what ``nested_value`` writes of it."""
     cls = type(value)
-    if cls is str:
-        try:
-            encoded = value[:max_length].encode()
-        except UnicodeEncodeError:
-            encoded = utf8(value[:max_length], max_length)
-        return message(ANY_STRING, encoded)
+    if cls is str:  # cut first, as safe_body cuts it before the encoder does
+        return message(ANY_STRING, utf8(value[:max_length], max_length))
     if cls is int and INT64_MIN <= value <= INT64_MAX:
         return ANY_INT + varint(value)
     if cls is float:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from otel_spans.config import ConfigError, Settings
 from otel_spans.export.pipeline import ExportPipeline
+from tests.servers.ports import wait_until
 from tests.support.settings import resolve
 
 pytestmark = pytest.mark.usefixtures("clean_config")
@@ -69,11 +69,6 @@ def test_the_bounds_themselves_are_allowed() -> None:
 
 
 # -- the pipeline ---------------------------------------------------------------------------
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition was not met"
-        time.sleep(0.005)
 
 
 class Recorder:
@@ -106,7 +101,7 @@ def test_a_batch_waits_the_configured_time_before_it_is_sent() -> None:
         submitted = time.monotonic()
         p.submit(1)  # the first record starts the thread, which then waits
         p.submit(2)
-        wait_for(lambda: recorder.sent() == [1, 2])
+        wait_until(lambda: recorder.sent() == [1, 2])
         ((at, _),) = recorder.batches
         assert at - submitted >= 0.3 * 0.95  # one batch, sent after the wait, not before
     finally:
@@ -119,7 +114,7 @@ def test_a_full_batch_does_not_wait() -> None:
     try:
         for i in range(3):
             p.submit(i)
-        wait_for(lambda: recorder.sent() == [0, 1, 2])  # long before 60 s
+        wait_until(lambda: recorder.sent() == [0, 1, 2])  # long before 60 s
     finally:
         p.close(5.0)
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import time
 
 import pytest
 
 from otel_spans.export.outcome import Delivery
 from otel_spans.export.pipeline import ExportPipeline
+from tests.servers.ports import wait_until
 
 
 class BrokenOnce:
@@ -27,13 +27,6 @@ class BrokenOnce:
     failed = rejected = too_large = 0
 
 
-def wait_for(predicate: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition was not met"
-        time.sleep(0.01)
-
-
 def test_a_failed_loop_is_restarted_and_counted(caplog: pytest.LogCaptureFixture) -> None:
     results: list[object] = [BrokenOnce(), Delivery(1), Delivery(1)]
     sent: list[list[int]] = []
@@ -47,11 +40,11 @@ def test_a_failed_loop_is_restarted_and_counted(caplog: pytest.LogCaptureFixture
             "traces", send, lambda: None, queue_size=10, batch_size=1, batch_wait=1.0
         )
         pipeline.submit(1)
-        wait_for(lambda: pipeline.stats().crashes == 1)
+        wait_until(lambda: pipeline.stats().crashes == 1)
         # The loop runs again: later records are exported as before.
         pipeline.submit(2)
         pipeline.submit(3)
-        wait_for(lambda: pipeline.stats().exported == 2)
+        wait_until(lambda: pipeline.stats().exported == 2)
         stats = pipeline.close(2.0)
     assert sent == [[1], [2], [3]]
     assert (stats.crashes, stats.exported, stats.failed) == (1, 2, 1)  # record 1 counted

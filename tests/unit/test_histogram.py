@@ -10,24 +10,15 @@ from pathlib import Path
 import dask.config
 import pytest
 from distributed import Client, Scheduler, span
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import AggregationTemporality
 
 from otel_spans import OtelSpansPlugin
 from otel_spans.telemetry.histogram import OwnHistogram
 from otel_spans.telemetry.metrics import TASK_DURATION
 from tests.support.cluster import await_until, cluster_test
+from tests.support.metrics_data import sdk_batch
 
 ATTRS = (("dask.span.name", "wf"), ("dask.task.prefix", "inc"))
-
-
-def collected() -> object:
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    provider.get_meter("otel_spans").create_counter("c").add(1)
-    data = reader.get_metrics_data()
-    provider.shutdown()
-    return data
 
 
 def points(data: object) -> list:
@@ -46,7 +37,7 @@ def test_cumulative_buckets_match_an_sdk_histogram_and_carry_exemplars() -> None
     for value in (0.0005, 0.002, 0.002, 0.7, 400.0):
         h.record(ATTRS, value)
     h.record(ATTRS, 0.03, trace_id=7, span_id=9)
-    (point,) = points(h.inject(collected()))  # type: ignore[arg-type]
+    (point,) = points(h.inject(sdk_batch("otel_spans")))
     assert point.count == 6
     assert point.sum == 0.0005 + 0.002 * 2 + 0.7 + 400 + 0.03
     assert point.min == 0.0005 and point.max == 400.0
@@ -63,14 +54,14 @@ def test_delta_reports_only_what_is_new_per_reader() -> None:
     h = OwnHistogram(TASK_DURATION)
     delta = AggregationTemporality.DELTA
     h.record(ATTRS, 0.2)
-    (first,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    (first,) = points(h.inject(sdk_batch("otel_spans"), delta, reader=1))
     assert first.count == 1
-    assert points(h.inject(collected(), delta, reader=1)) == []  # type: ignore[arg-type]
+    assert points(h.inject(sdk_batch("otel_spans"), delta, reader=1)) == []
     h.record(ATTRS, 0.3)
-    (second,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    (second,) = points(h.inject(sdk_batch("otel_spans"), delta, reader=1))
     assert second.count == 1 and second.sum == 0.3
     assert second.start_time_unix_nano >= first.time_unix_nano
-    (cumulative,) = points(h.inject(collected(), reader=2))  # type: ignore[arg-type]
+    (cumulative,) = points(h.inject(sdk_batch("otel_spans"), reader=2))
     assert cumulative.count == 2
 
 
@@ -80,22 +71,22 @@ def test_a_delta_point_carries_its_own_intervals_min_and_max() -> None:
     delta = AggregationTemporality.DELTA
     h.record(ATTRS, 0.2)
     h.record(ATTRS, 5.0)
-    (first,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    (first,) = points(h.inject(sdk_batch("otel_spans"), delta, reader=1))
     assert (first.min, first.max) == (0.2, 5.0)
     h.record(ATTRS, 0.3)
     h.record(ATTRS, 0.4)
-    (second,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    (second,) = points(h.inject(sdk_batch("otel_spans"), delta, reader=1))
     assert (second.count, second.min, second.max) == (2, 0.3, 0.4)
     # another delta reader's first point covers everything so far; cumulative stays
     # all-time; neither disturbs the first reader's interval
-    (other,) = points(h.inject(collected(), delta, reader=2))  # type: ignore[arg-type]
+    (other,) = points(h.inject(sdk_batch("otel_spans"), delta, reader=2))
     assert (other.count, other.min, other.max) == (4, 0.2, 5.0)
-    (total,) = points(h.inject(collected()))  # type: ignore[arg-type]
+    (total,) = points(h.inject(sdk_batch("otel_spans")))
     assert (total.min, total.max) == (0.2, 5.0)
     h.record(ATTRS, 1.0)
-    (third,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    (third,) = points(h.inject(sdk_batch("otel_spans"), delta, reader=1))
     assert (third.count, third.min, third.max) == (1, 1.0, 1.0)
-    (other_second,) = points(h.inject(collected(), delta, reader=2))  # type: ignore[arg-type]
+    (other_second,) = points(h.inject(sdk_batch("otel_spans"), delta, reader=2))
     assert (other_second.min, other_second.max) == (1.0, 1.0)
 
 
@@ -103,11 +94,11 @@ def test_a_series_new_since_a_delta_readers_first_collection_has_its_own_extreme
     h = OwnHistogram(TASK_DURATION)
     delta = AggregationTemporality.DELTA
     h.record(ATTRS, 0.2)
-    points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    points(h.inject(sdk_batch("otel_spans"), delta, reader=1))
     other = (("dask.span.name", "wf"), ("dask.task.prefix", "sum"))
     h.record(other, 7.0)
     h.record(other, 3.0)
-    (point,) = points(h.inject(collected(), delta, reader=1))  # type: ignore[arg-type]
+    (point,) = points(h.inject(sdk_batch("otel_spans"), delta, reader=1))
     assert dict(point.attributes) == dict(other)
     assert (point.min, point.max) == (3.0, 7.0)
 
@@ -123,7 +114,7 @@ def _counts(plugin: OtelSpansPlugin) -> dict[tuple[str, str], int]:
     assert plugin.signals is not None
     return {
         (p.attributes["dask.span.name"], p.attributes["dask.task.prefix"]): p.count
-        for p in points(plugin.signals.task_durations.inject(collected()))  # type: ignore[arg-type]
+        for p in points(plugin.signals.task_durations.inject(sdk_batch("otel_spans")))
     }
 
 

@@ -8,8 +8,6 @@ import platform
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import otel_spans
 from otel_spans import semconv
@@ -22,6 +20,7 @@ from otel_spans.settings import RecordLimits
 from otel_spans.telemetry.histogram import Histograms
 from otel_spans.telemetry.logs import LogEncoder
 from otel_spans.telemetry.metrics import HISTOGRAMS, TASK_DURATION
+from tests.support.metrics_data import sdk_batch
 
 
 @pytest.fixture(autouse=True)
@@ -104,12 +103,7 @@ def test_logs_carry_the_scope_version_and_schema_url() -> None:
 
 
 def test_the_histograms_join_a_scope_with_version_and_schema_url() -> None:
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    provider.get_meter("another library").create_counter("c").add(1)
-    data = reader.get_metrics_data()
-    provider.shutdown()
-    assert data is not None
+    data = sdk_batch("another library")
     histograms = Histograms(HISTOGRAMS)
     histograms[TASK_DURATION.name].record((("dask.task.prefix", "inc"),), 0.5)
     histograms[semconv.M_SPAN_DURATION].record((("dask.span.name", "wf"),), 3.0)

@@ -31,6 +31,7 @@ from otel_spans.telemetry.histogram import Histograms
 from otel_spans.telemetry.metric_state import MetricsState
 from otel_spans.telemetry.metrics import HISTOGRAMS, TASK_DURATION
 from otel_spans.telemetry.signals import series_limit_views
+from tests.support.metrics_data import sdk_batch
 
 CUMULATIVE = AggregationTemporality.CUMULATIVE
 DELTA = AggregationTemporality.DELTA
@@ -46,13 +47,7 @@ def state_of(max_series: int = 5000) -> MetricsState:
 
 def empty_batch() -> MetricsData:
     """A batch as the SDK collects it (another scope's counter), ours to add to."""
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
-    provider.get_meter("another").create_counter("c").add(1)
-    data = reader.get_metrics_data()
-    provider.shutdown()
-    assert data is not None
-    return data
+    return sdk_batch("another")
 
 
 def metrics_of(data: MetricsData | None) -> dict[str, Metric]:

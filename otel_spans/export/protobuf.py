@@ -152,7 +152,6 @@ _HEADS: dict[bytes, list[bytes]] = {}
 # length of those bytes (by the value itself for small integers and booleans). And the
 # same head for a string in an ``ArrayValue``.
 _STRING_VALUE = [KV_VALUE + SMALL[n + 2] + ANY_STRING + SMALL[n] for n in range(0x7E)]
-_SMALL_INT_VALUE = [KV_VALUE + b"\x02" + ANY_INT + SMALL[n] for n in range(0x80)]
 _INT_VALUE = [KV_VALUE + SMALL[n + 1] + ANY_INT for n in range(11)]
 _BOOL_VALUE = [KV_VALUE + b"\x02" + ANY_BOOL + SMALL[n] for n in range(2)]
 _DOUBLE_VALUE = KV_VALUE + b"\x09" + ANY_DOUBLE
@@ -218,6 +217,75 @@ def _pair(field_tag: bytes, key: bytes, payload: bytes) -> bytes:
     return message(field_tag, key + message(KV_VALUE, payload))
 
 
+class _Key:
+    """One key's ``KeyValue`` under one field tag, written up to its value.
+
+    Every pair of a key begins with the same bytes up to the value's own, given the
+    kind of value and, for strings and integers, its length in bytes: the field's tag
+    and length, the key, the value's tag and length. Kept by key, a pair is then one
+    head and the value's bytes instead of four pieces joined anew. Where the pair's
+    length takes more than one byte there is no head (None for a kind, b"" for a
+    length): those pairs are written whole.
+    """
+
+    __slots__ = ("_ints", "_strings", "bools", "double", "field_tag", "key", "size", "small_int")
+
+    def __init__(self, field_tag: bytes, name: str):
+        key, size = _KEYS.get(name) or _key(name)
+        self.field_tag, self.key, self.size = field_tag, key, size
+        heads = _HEADS.get(field_tag) or _heads(field_tag)
+        self.double = heads[size + 11] + key + _DOUBLE_VALUE if size < 0x80 - 11 else None
+        self.small_int = heads[size + 4] + key + _SMALL_INT if size < 0x80 - 4 else None
+        self.bools = [heads[size + 4] + key + b for b in _BOOL_VALUE] if size < 0x80 - 4 else None
+        #: Heads by the length of the string, or of the integer's varint.
+        self._strings: dict[int, bytes] = {}
+        self._ints: dict[int, bytes] = {}
+
+    def string_head(self, length: int) -> bytes:
+        head = self._strings.get(length)
+        if head is None:
+            if len(self._strings) >= _MAX_HEADS:
+                self._strings.clear()
+            head = self._strings[length] = self._head(length + 4, _STRING_VALUE, length)
+        return head
+
+    def int_head(self, length: int) -> bytes:
+        head = self._ints.get(length)
+        if head is None:
+            head = self._ints[length] = self._head(length + 3, _INT_VALUE, length)
+        return head
+
+    def _head(self, value_size: int, value_heads: list[bytes], length: int) -> bytes:
+        """The head of a value of ``value_size`` bytes in all; b"" when the pair's
+        length would take more than one byte."""
+        size = self.size + value_size
+        if size >= 0x80:
+            return b""
+        return _HEADS[self.field_tag][size] + self.key + value_heads[length]
+
+    def pair(self, payload: bytes) -> bytes:
+        """The pair of any ``AnyValue`` payload."""
+        length = len(payload)
+        size = self.size + length + 2
+        if size < 0x80:
+            return _HEADS[self.field_tag][size] + self.key + KV_VALUE + SMALL[length] + payload
+        return _pair(self.field_tag, self.key, payload)
+
+
+#: A key's :class:`_Key` by field tag, then by key (bounded as ``_KEYS`` is); heads of
+#: strings kept per key, by length (bounded: a key's strings may come in any length).
+_TABLES: dict[bytes, dict[str, _Key]] = {}
+_MAX_HEADS = 16
+_SMALL_INT = KV_VALUE + b"\x02" + ANY_INT
+
+
+def _entry(table: dict[str, _Key], field_tag: bytes, name: str) -> _Key:
+    if len(table) >= _MAX_KEYS:
+        table.clear()
+    entry = table[name] = _Key(field_tag, name)
+    return entry
+
+
 def key_values(
     field_tag: bytes, attributes: Mapping[str, object], max_count: int, max_length: int
 ) -> tuple[bytes, int]:
@@ -228,51 +296,47 @@ def key_values(
         return _first(field_tag, attributes, max_count, max_length)
     parts: list[bytes] = []
     append = parts.append
-    keys = _KEYS
-    heads = _HEADS.get(field_tag) or _heads(field_tag)
+    table = _TABLES.get(field_tag)
+    if table is None:
+        table = _TABLES[field_tag] = {}
     pairs: Iterable[tuple[str, Any]] = attributes.items()  # dispatched on type() below
-    # Every attribute of every record passes here. The common kinds (by exact type;
-    # subclasses go through any_value) are written as a head looked up by length and
-    # the value's own bytes, and each length below 128 is its one byte, looked up too.
+    # Every attribute of every record passes here. The common kinds (by exact type, the
+    # most frequent first; subclasses go through any_value) are written as the key's
+    # head for the kind (and length) and the value's own bytes.
     for name, value in pairs:
-        if value is None:
-            continue
-        key, size = keys.get(name) or _key(name)
+        entry = table.get(name) or _entry(table, field_tag, name)
         cls = type(value)
-        if cls is str:
+        if cls is int:
+            if 0 <= value < 0x80 and entry.small_int is not None:
+                append(entry.small_int + SMALL[value])
+            elif INT64_MIN <= value <= INT64_MAX:
+                encoded = varint(value)
+                head = entry.int_head(len(encoded))
+                append(head + encoded if head else entry.pair(ANY_INT + encoded))
+            else:
+                append(entry.pair(any_value(value, max_length)))
+        elif cls is float and entry.double is not None:
+            append(entry.double + pack_double(value))
+        elif cls is str:
             try:
                 encoded = value[:max_length].encode()
             except UnicodeEncodeError:
                 encoded = utf8(value, max_length)
-            length = len(encoded)
-            size += length + 4
-            if size < 0x80:
-                append(heads[size] + key + _STRING_VALUE[length] + encoded)
+            head = entry.string_head(len(encoded)) if len(encoded) < 0x7E else b""
+            if head:
+                append(head + encoded)
             else:
-                append(_pair(field_tag, key, ANY_STRING + varint(length) + encoded))
-        elif cls is int:
-            if 0 <= value < 0x80 and size < 0x80 - 4:
-                append(heads[size + 4] + key + _SMALL_INT_VALUE[value])
-            elif INT64_MIN <= value <= INT64_MAX:
-                encoded = varint(value)
-                size += len(encoded) + 3
-                if size < 0x80:
-                    append(heads[size] + key + _INT_VALUE[len(encoded)] + encoded)
-                else:
-                    append(_pair(field_tag, key, ANY_INT + encoded))
-            else:
-                append(_pair(field_tag, key, any_value(value, max_length)))
-        elif cls is float and size < 0x80 - 11:
-            append(heads[size + 11] + key + _DOUBLE_VALUE + pack_double(value))
-        elif cls is bool and size < 0x80 - 4:
-            append(heads[size + 4] + key + _BOOL_VALUE[value])
+                append(entry.pair(ANY_STRING + varint(len(encoded)) + encoded))
+        elif cls is bool and entry.bools is not None:
+            append(entry.bools[value])
+        elif value is None:
+            continue
         elif cls is tuple:
-            append(_pair(field_tag, key, _tuple(value, max_length)))
+            append(entry.pair(_tuple(value, max_length)))
         elif cls is list:
-            payload = _strings(value, max_length) or any_value(value, max_length)
-            append(_pair(field_tag, key, payload))
+            append(entry.pair(_strings(value, max_length) or any_value(value, max_length)))
         else:
-            append(_pair(field_tag, key, any_value(value, max_length)))
+            append(entry.pair(any_value(value, max_length)))
     return b"".join(parts), 0
 
 

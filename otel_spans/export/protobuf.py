@@ -174,42 +174,20 @@ def _heads(field_tag: bytes) -> list[bytes]:
 def _strings(value: Sequence[object], max_length: int) -> bytes | None:
     """The ``AnyValue`` of a tuple or list of short strings (a span's tags, its critical
     path's groups), or None when it is anything else: then :func:`any_value` writes it."""
+    parts: list[bytes] = []
+    size = 0
     try:
-        encoded = [item[:max_length].encode() for item in value if type(item) is str]
-        if len(encoded) != len(value):
-            return None
-        items = b"".join([_ARRAY_STRING[len(item)] + item for item in encoded])
+        for item in value:
+            if type(item) is not str:
+                return None
+            encoded = item[:max_length].encode()
+            head = _ARRAY_STRING[len(encoded)]
+            parts += (head, encoded)
+            size += len(head) + len(encoded)
     except (UnicodeEncodeError, IndexError):  # a lone surrogate; 126 bytes or more
         return None
-    size = len(items)
+    items = b"".join(parts)
     return ANY_ARRAY + (SMALL[size] if size < 0x80 else varint(size)) + items
-
-
-#: ``AnyValue`` payloads of tuples of strings, by string limit: a span's tags, its
-#: workflow's bottlenecks and findings recur from one workflow to the next. Only tuples
-#: of strings go in, so a hit is a tuple of equal strings, which encode alike. Small:
-#: some tuples never recur (a workflow's critical path names its own task groups), and
-#: what the cache holds of them is memory a long-lived scheduler keeps for nothing.
-_TUPLES: dict[int, dict[tuple[object, ...], bytes]] = {}
-_MAX_TUPLES = 32
-
-
-def _tuple(value: tuple[object, ...], max_length: int) -> bytes:
-    cache = _TUPLES.get(max_length)
-    if cache is None:
-        cache = _TUPLES[max_length] = {}
-    try:
-        payload = cache.get(value)
-    except TypeError:  # an item that cannot be hashed (a list): not strings anyway
-        return any_value(value, max_length)
-    if payload is None:
-        payload = _strings(value, max_length)
-        if payload is None:
-            return any_value(value, max_length)
-        if len(cache) >= _MAX_TUPLES:
-            cache.clear()
-        cache[value] = payload
-    return payload
 
 
 def _pair(field_tag: bytes, key: bytes, payload: bytes) -> bytes:
@@ -228,7 +206,18 @@ class _Key:
     length): those pairs are written whole.
     """
 
-    __slots__ = ("_ints", "_strings", "bools", "double", "field_tag", "key", "size", "small_int")
+    __slots__ = (
+        "_ints",
+        "_strings",
+        "_tuple_limit",
+        "_tuples",
+        "bools",
+        "double",
+        "field_tag",
+        "key",
+        "size",
+        "small_int",
+    )
 
     def __init__(self, field_tag: bytes, name: str):
         key, size = _KEYS.get(name) or _key(name)
@@ -240,6 +229,9 @@ class _Key:
         #: Heads by the length of the string, or of the integer's varint.
         self._strings: dict[int, bytes] = {}
         self._ints: dict[int, bytes] = {}
+        #: Whole pairs of tuples of strings, for one string limit (see tuple_pair).
+        self._tuples: dict[tuple[object, ...], bytes] = {}
+        self._tuple_limit = 0
 
     def string_head(self, length: int) -> bytes:
         head = self._strings.get(length)
@@ -263,6 +255,30 @@ class _Key:
             return b""
         return _HEADS[self.field_tag][size] + self.key + value_heads[length]
 
+    def tuple_pair(self, value: tuple[object, ...], max_length: int) -> bytes:
+        """The pair of a tuple, kept whole when it holds strings alone: a span's tags,
+        its workflow's bottlenecks and findings recur from one workflow to the next. A
+        hit is then a tuple of equal strings, which encode alike. Few are kept: some
+        tuples never recur (a workflow's critical path names its own task groups), and
+        what the cache holds of them is memory a long-lived scheduler keeps for nothing.
+        """
+        tuples = self._tuples
+        if max_length != self._tuple_limit:
+            tuples.clear()
+            self._tuple_limit = max_length
+        try:
+            pair = tuples.get(value)
+        except TypeError:  # an item that cannot be hashed (a list): not strings anyway
+            return self.pair(any_value(value, max_length))
+        if pair is None:
+            payload = _strings(value, max_length)
+            if payload is None:
+                return self.pair(any_value(value, max_length))
+            if len(tuples) >= _MAX_TUPLES:
+                tuples.clear()
+            pair = tuples[value] = self.pair(payload)
+        return pair
+
     def pair(self, payload: bytes) -> bytes:
         """The pair of any ``AnyValue`` payload."""
         length = len(payload)
@@ -276,6 +292,7 @@ class _Key:
 #: strings kept per key, by length (bounded: a key's strings may come in any length).
 _TABLES: dict[bytes, dict[str, _Key]] = {}
 _MAX_HEADS = 16
+_MAX_TUPLES = 32
 _SMALL_INT = KV_VALUE + b"\x02" + ANY_INT
 
 
@@ -332,7 +349,7 @@ def key_values(
         elif value is None:
             continue
         elif cls is tuple:
-            append(entry.pair(_tuple(value, max_length)))
+            append(entry.tuple_pair(value, max_length))
         elif cls is list:
             append(entry.pair(_strings(value, max_length) or any_value(value, max_length)))
         else:

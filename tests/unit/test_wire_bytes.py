@@ -97,7 +97,6 @@ def test_key_values_after_its_caches_were_emptied() -> None:
     expected = reference(field_tag, attributes, 128, 64)
     key_values(field_tag, attributes, 128, 64)
     protobuf._KEYS.clear()
-    protobuf._TUPLES.clear()
     protobuf._TABLES.clear()
     assert key_values(field_tag, attributes, 128, 64) == expected
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -95,16 +94,15 @@ _LOCAL_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=False)
 _REMOTE_PARENT_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
 
-# A named tuple, not a frozen dataclass: one is built per event of every span, and a
-# frozen dataclass's __init__ sets each field through object.__setattr__.
+# Named tuples, not frozen dataclasses: one is built per event and per link of every
+# span, and a frozen dataclass's __init__ sets each field through object.__setattr__.
 class WireEvent(NamedTuple):
     name: str
     time_ns: int
     attributes: Mapping[str, object]
 
 
-@dataclass(frozen=True, slots=True)
-class WireLink:
+class WireLink(NamedTuple):
     trace_id: int
     span_id: int
     attributes: Mapping[str, object]
@@ -141,6 +139,13 @@ def _event(event: WireEvent, limits: RecordLimits) -> bytes:
 def _span_event_name(name: str, max_length: int) -> bytes:
     """``Event.name`` with its tag: a handful of names recur on every span."""
     return message(_EVENT_NAME, utf8(name, max_length))
+
+
+@lru_cache(maxsize=256)
+def _span_name(name: str, max_length: int) -> bytes:
+    """``Span.name`` with its tag: a span is named by its last tag or its task prefix,
+    which recur from one workflow to the next."""
+    return message(_SPAN_NAME, utf8(name[:max_length] or "(empty)", max_length))
 
 
 def _link(link: WireLink, limits: RecordLimits) -> bytes:
@@ -186,13 +191,12 @@ def span(
     its flags say so.
     """
     max_length = limits.attribute_length
-    name = name[:max_length] or "(empty)"
     high, low = trace_id >> 64, trace_id & _LOW64
     parts = [
         _PARENTED(_TRACE_TAG, 16, high, low, _ID_TAG, 8, span_id, _PARENT_TAG, 8, parent_span_id)
         if parent_span_id
         else _ROOT(_TRACE_TAG, 16, high, low, _ID_TAG, 8, span_id),
-        message(_SPAN_NAME, utf8(name, max_length)),
+        _span_name(name, max_length),
         _SPAN_KIND + SMALL[kind],
         _TIMES(_START_TAG, start_ns, _END_TAG, max(end_ns, start_ns)),
     ]

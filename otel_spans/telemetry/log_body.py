@@ -14,7 +14,7 @@ the definition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from otel_spans.export.protobuf import (
@@ -75,6 +75,28 @@ def safe_body(value: object, max_length: int, depth: int = 0) -> Any:
     except Exception:
         pass
     return _text(value, max_length)
+
+
+def bounded_attributes(pairs: Iterable[tuple[str, object]], max_length: int) -> dict[str, Any]:
+    """A log record's attributes, each value :func:`safe_body`'s, but for the plain
+    strings, numbers and tuples of strings most hold, kept as they are: the encoder
+    cuts no string that fits ``max_length``, and writes a tuple's strings as it writes
+    the list ``safe_body`` would make of them."""
+    attributes: dict[str, Any] = {}
+    for key, value in pairs:
+        attributes[key] = value if _plain(value, max_length) else safe_body(value, max_length)
+    return attributes
+
+
+def _plain(value: Any, max_length: int) -> bool:
+    cls = type(value)
+    if cls is str:
+        return len(value) <= max_length
+    if cls is tuple:
+        return len(value) <= _MAX_ITEMS and all(
+            type(item) is str and len(item) <= max_length for item in value
+        )
+    return cls is int or cls is float or cls is bool
 
 
 def encoded_body(value: Any, max_length: int, depth: int = 0) -> bytes:

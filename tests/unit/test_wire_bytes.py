@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +36,7 @@ from otel_spans.records import (
 )
 from otel_spans.settings import RecordLimits
 from otel_spans.telemetry import logs, traces
+from otel_spans.telemetry.log_body import bounded_attributes, safe_body
 from tests.support.records import group_record, span_record
 
 
@@ -55,7 +57,7 @@ def reference(
 
 
 _TEXT = st.text(st.characters(codec="utf-8"), max_size=140) | st.sampled_from(
-    ["", "a", "x" * 120, "x" * 130, "é" * 70, "\ud800", "a\ud83d\ude00b"]
+    ["", "a", "x" * 120, "x" * 130, "é" * 70, "\ud800", "a\ud83d\ude00b", "é" + "\ud83d\ude00" * 5]
 )
 _INTS = st.integers(-(2**70), 2**70) | st.sampled_from(
     [0, 1, 127, 128, 16383, 16384, 2**56, 2**63 - 1, 2**63, -1, -(2**63), -(2**63) - 1]
@@ -89,6 +91,34 @@ def test_key_values_writes_what_the_definition_writes(
     # Twice: the second time from whatever the first one cached.
     assert key_values(field_tag, attributes, max_count, max_length) == expected
     assert key_values(field_tag, attributes, max_count, max_length) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    attributes=st.lists(st.tuples(_KEYS, _VALUES | st.lists(_TEXT, max_size=120).map(tuple))),
+    max_length=st.sampled_from([1, 8, 100, 4096]),
+)
+def test_log_attributes_kept_plain_encode_as_bounded_ones(
+    attributes: list[tuple[str, Any]], max_length: int
+) -> None:
+    """``bounded_attributes`` leaves plain values as they are: the encoder must write
+    them as it writes ``safe_body``'s of them."""
+    _same_bytes_bounded_or_kept(attributes, max_length)
+
+
+@pytest.mark.parametrize("max_length", range(1, 9))
+def test_log_attributes_that_safe_body_cuts_in_a_surrogate_pair(max_length: int) -> None:
+    pair = "\ud83d\ude00"  # one character held as two code points, as JSON may give it
+    attributes = [("s", "é" + pair * 4), ("t", (pair * 4, "x")), ("l", [pair * 4])]
+    _same_bytes_bounded_or_kept(attributes, max_length)
+
+
+def _same_bytes_bounded_or_kept(attributes: list[tuple[str, Any]], max_length: int) -> None:
+    field_tag = length_delimited(6)
+    bounded = {k: safe_body(v, max_length) for k, v in attributes}
+    expected = key_values(field_tag, bounded, 128, max_length)
+    kept = bounded_attributes(attributes, max_length)
+    assert key_values(field_tag, kept, 128, max_length) == expected
 
 
 def test_key_values_after_its_caches_were_emptied() -> None:

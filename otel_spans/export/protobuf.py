@@ -195,7 +195,7 @@ def _pair(field_tag: bytes, key: bytes, payload: bytes) -> bytes:
     return message(field_tag, key + message(KV_VALUE, payload))
 
 
-class _Key:
+class KeyHeads:
     """One key's ``KeyValue`` under one field tag, written up to its value.
 
     Every pair of a key begins with the same bytes up to the value's own, given the
@@ -288,19 +288,36 @@ class _Key:
         return _pair(self.field_tag, self.key, payload)
 
 
-#: A key's :class:`_Key` by field tag, then by key (bounded as ``_KEYS`` is); heads of
-#: strings kept per key, by length (bounded: a key's strings may come in any length).
-_TABLES: dict[bytes, dict[str, _Key]] = {}
+class _Table(dict[str, KeyHeads]):
+    """The heads of keys under one field tag, made on a key's first use (bounded as
+    ``_KEYS`` is)."""
+
+    def __init__(self, field_tag: bytes):
+        super().__init__()
+        self.field_tag = field_tag
+
+    def __missing__(self, name: str) -> KeyHeads:
+        if len(self) >= _MAX_KEYS:
+            self.clear()
+        heads = self[name] = KeyHeads(self.field_tag, name)
+        return heads
+
+
+#: By field tag; heads of strings are kept per key by length (bounded: a key's strings
+#: may come in any length), and so are its recent tuples of strings.
+_TABLES: dict[bytes, _Table] = {}
 _MAX_HEADS = 16
 _MAX_TUPLES = 32
 _SMALL_INT = KV_VALUE + b"\x02" + ANY_INT
 
 
-def _entry(table: dict[str, _Key], field_tag: bytes, name: str) -> _Key:
-    if len(table) >= _MAX_KEYS:
-        table.clear()
-    entry = table[name] = _Key(field_tag, name)
-    return entry
+def key_table(field_tag: bytes) -> Mapping[str, KeyHeads]:
+    """The heads of every key's pairs under ``field_tag``, by key (for a log body's
+    dicts, written as :func:`key_values` writes attributes)."""
+    table = _TABLES.get(field_tag)
+    if table is None:
+        table = _TABLES[field_tag] = _Table(field_tag)
+    return table
 
 
 def key_values(
@@ -313,15 +330,13 @@ def key_values(
         return _first(field_tag, attributes, max_count, max_length)
     parts: list[bytes] = []
     append = parts.append
-    table = _TABLES.get(field_tag)
-    if table is None:
-        table = _TABLES[field_tag] = {}
+    table = _TABLES.get(field_tag) or key_table(field_tag)
     pairs: Iterable[tuple[str, Any]] = attributes.items()  # dispatched on type() below
     # Every attribute of every record passes here. The common kinds (by exact type, the
     # most frequent first; subclasses go through any_value) are written as the key's
     # head for the kind (and length) and the value's own bytes.
     for name, value in pairs:
-        entry = table.get(name) or _entry(table, field_tag, name)
+        entry = table[name]
         cls = type(value)
         if cls is int:
             if 0 <= value < 0x80 and entry.small_int is not None:

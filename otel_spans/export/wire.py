@@ -90,6 +90,8 @@ _TIMES = struct.Struct("<BQBQ").pack
 _TRACE_TAG, _ID_TAG, _PARENT_TAG = _SPAN_TRACE_ID[0], _SPAN_SPAN_ID[0], _SPAN_PARENT[0]
 _START_TAG, _END_TAG = _SPAN_START[0], _SPAN_END[0]
 _LOW64 = (1 << 64) - 1
+_LINK_IDS = _ROOT
+_LINK_TRACE_TAG, _LINK_SPAN_TAG = _LINK_TRACE_ID[0], _LINK_SPAN_ID[0]
 _LOCAL_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
 _REMOTE_PARENT_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
@@ -110,14 +112,6 @@ class WireLink(NamedTuple):
     trace_flags: int = _W3C_SAMPLED
     #: The linked span was made in another process (a caller's span).
     remote: bool = False
-
-
-def _trace_id(trace_id: int) -> bytes:
-    return trace_id.to_bytes(16, "big")
-
-
-def _span_id(span_id: int) -> bytes:
-    return span_id.to_bytes(8, "big")
 
 
 def _event(event: WireEvent, limits: RecordLimits) -> bytes:
@@ -152,14 +146,20 @@ def _link(link: WireLink, limits: RecordLimits) -> bytes:
     attributes, dropped = key_values(
         _LINK_ATTRIBUTE, link.attributes, limits.link_attribute_count, limits.attribute_length
     )
-    out = (
-        message(_LINK_TRACE_ID, _trace_id(link.trace_id))
-        + message(_LINK_SPAN_ID, _span_id(link.span_id))
-        + attributes
+    trace_id = link.trace_id
+    out = _LINK_IDS(
+        _LINK_TRACE_TAG, 16, trace_id >> 64, trace_id & _LOW64, _LINK_SPAN_TAG, 8, link.span_id
     )
+    out += attributes
     if dropped:
         out += _LINK_DROPPED_ATTRIBUTES + varint(dropped)
-    return out + _LINK_FLAGS + pack_fixed32(span_flags(link.trace_flags, remote=link.remote))
+    return out + _link_flags(link.trace_flags, link.remote)
+
+
+@lru_cache(maxsize=16)
+def _link_flags(trace_flags: int, remote: bool) -> bytes:
+    """``Link.flags`` with its tag: sampled and local, nearly always."""
+    return _LINK_FLAGS + pack_fixed32(span_flags(trace_flags, remote=remote))
 
 
 def span(

@@ -207,16 +207,16 @@ class KeyHeads:
     """
 
     __slots__ = (
-        "_ints",
-        "_strings",
         "_tuple_limit",
         "_tuples",
         "bools",
         "double",
         "field_tag",
+        "ints",
         "key",
         "size",
         "small_int",
+        "strings",
     )
 
     def __init__(self, field_tag: bytes, name: str):
@@ -227,24 +227,27 @@ class KeyHeads:
         self.small_int = heads[size + 4] + key + _SMALL_INT if size < 0x80 - 4 else None
         self.bools = [heads[size + 4] + key + b for b in _BOOL_VALUE] if size < 0x80 - 4 else None
         #: Heads by the length of the string, or of the integer's varint.
-        self._strings: dict[int, bytes] = {}
-        self._ints: dict[int, bytes] = {}
+        self.strings: dict[int, bytes] = {}
+        self.ints: dict[int, bytes] = {}
         #: Whole pairs of tuples of strings, for one string limit (see tuple_pair).
         self._tuples: dict[tuple[object, ...], bytes] = {}
         self._tuple_limit = 0
 
     def string_head(self, length: int) -> bytes:
-        head = self._strings.get(length)
+        """The head of a string of ``length`` bytes (callers look in ``strings`` first)."""
+        if length >= 0x7E:  # its pair takes more than 127 bytes, whatever the key
+            return b""
+        head = self.strings.get(length)
         if head is None:
-            if len(self._strings) >= _MAX_HEADS:
-                self._strings.clear()
-            head = self._strings[length] = self._head(length + 4, _STRING_VALUE, length)
+            if len(self.strings) >= _MAX_HEADS:
+                self.strings.clear()
+            head = self.strings[length] = self._head(length + 4, _STRING_VALUE, length)
         return head
 
     def int_head(self, length: int) -> bytes:
-        head = self._ints.get(length)
+        head = self.ints.get(length)
         if head is None:
-            head = self._ints[length] = self._head(length + 3, _INT_VALUE, length)
+            head = self.ints[length] = self._head(length + 3, _INT_VALUE, length)
         return head
 
     def _head(self, value_size: int, value_heads: list[bytes], length: int) -> bytes:
@@ -343,7 +346,7 @@ def key_values(
                 append(entry.small_int + SMALL[value])
             elif INT64_MIN <= value <= INT64_MAX:
                 encoded = varint(value)
-                head = entry.int_head(len(encoded))
+                head = entry.ints.get(len(encoded)) or entry.int_head(len(encoded))
                 append(head + encoded if head else entry.pair(ANY_INT + encoded))
             else:
                 append(entry.pair(any_value(value, max_length)))
@@ -354,7 +357,8 @@ def key_values(
                 encoded = value[:max_length].encode()
             except UnicodeEncodeError:
                 encoded = utf8(value, max_length)
-            head = entry.string_head(len(encoded)) if len(encoded) < 0x7E else b""
+            length = len(encoded)
+            head = entry.strings.get(length) or entry.string_head(length)
             if head:
                 append(head + encoded)
             else:

@@ -200,18 +200,23 @@ def span(
         _SPAN_KIND + SMALL[kind],
         _TIMES(_START_TAG, start_ns, _END_TAG, max(end_ns, start_ns)),
     ]
-    encoded, dropped = key_values(_SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length)
-    parts.append(encoded)
-    if dropped:
-        parts.append(_SPAN_DROPPED_ATTRIBUTES + varint(dropped))
-    for event in events[: limits.events]:
-        parts.append(message(_SPAN_EVENT, _event(event, limits)))
-    events_dropped += max(len(events) - limits.events, 0)
+    if attributes:
+        encoded, dropped = key_values(
+            _SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length
+        )
+        parts.append(encoded)
+        if dropped:
+            parts.append(_SPAN_DROPPED_ATTRIBUTES + varint(dropped))
+    if events:
+        for event in events[: limits.events]:
+            parts.append(message(_SPAN_EVENT, _event(event, limits)))
+        events_dropped += max(len(events) - limits.events, 0)
     if events_dropped:
         parts.append(_SPAN_DROPPED_EVENTS + varint(events_dropped))
-    for link in links[: limits.links]:
-        parts.append(message(_SPAN_LINK, _link(link, limits)))
-    links_dropped += max(len(links) - limits.links, 0)
+    if links:
+        for link in links[: limits.links]:
+            parts.append(message(_SPAN_LINK, _link(link, limits)))
+        links_dropped += max(len(links) - limits.links, 0)
     if links_dropped:
         parts.append(_SPAN_DROPPED_LINKS + varint(links_dropped))
     if status_message or status_code:

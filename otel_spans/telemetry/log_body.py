@@ -147,7 +147,7 @@ def _pairs(value: dict[Any, Any], max_length: int, depth: int) -> bytes | None:
             append(heads.double + pack_double(v))
         elif cls is str and len(v) <= max_length:  # no cut: utf8() writes it alike
             encoded = utf8(v, max_length)
-            head = heads.string_head(len(encoded)) if len(encoded) < 0x7E else b""
+            head = heads.strings.get(len(encoded)) or heads.string_head(len(encoded))
             append(
                 head + encoded if head else heads.pair(ANY_STRING + varint(len(encoded)) + encoded)
             )

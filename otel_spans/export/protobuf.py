@@ -207,7 +207,6 @@ class KeyHeads:
     """
 
     __slots__ = (
-        "_tuple_limit",
         "_tuples",
         "bools",
         "double",
@@ -229,9 +228,10 @@ class KeyHeads:
         #: Heads by the length of the string, or of the integer's varint.
         self.strings: dict[int, bytes] = {}
         self.ints: dict[int, bytes] = {}
-        #: Whole pairs of tuples of strings, for one string limit (see tuple_pair).
-        self._tuples: dict[tuple[object, ...], bytes] = {}
-        self._tuple_limit = 0
+        #: Whole pairs of tuples of strings, and the string limit they were cut to (see
+        #: tuple_pair): one object, read once, so that an exporter thread never meets
+        #: pairs another one cut to another limit.
+        self._tuples: tuple[int, dict[tuple[object, ...], bytes]] = (0, {})
 
     def string_head(self, length: int) -> bytes:
         """The head of a string of ``length`` bytes (callers look in ``strings`` first)."""
@@ -265,10 +265,10 @@ class KeyHeads:
         tuples never recur (a workflow's critical path names its own task groups), and
         what the cache holds of them is memory a long-lived scheduler keeps for nothing.
         """
-        tuples = self._tuples
-        if max_length != self._tuple_limit:
-            tuples.clear()
-            self._tuple_limit = max_length
+        limit, tuples = self._tuples
+        if limit != max_length:
+            tuples = {}
+            self._tuples = max_length, tuples
         try:
             pair = tuples.get(value)
         except TypeError:  # an item that cannot be hashed (a list): not strings anyway

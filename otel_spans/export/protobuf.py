@@ -149,8 +149,8 @@ _MAX_KEYS = 4096
 _HEADS: dict[bytes, list[bytes]] = {}
 # What follows the key in a ``KeyValue``, up to the value's own bytes (the value's tag
 # and length, the ``AnyValue``'s tag, a string's length), for the common kinds: by the
-# length of those bytes (by the value itself for small integers and booleans). And the
-# same head for a string in an ``ArrayValue``.
+# length of those bytes (by the value itself for booleans; a small integer's is
+# ``_SMALL_INT``). And the same head for a string in an ``ArrayValue``.
 _STRING_VALUE = [KV_VALUE + SMALL[n + 2] + ANY_STRING + SMALL[n] for n in range(0x7E)]
 _INT_VALUE = [KV_VALUE + SMALL[n + 1] + ANY_INT for n in range(11)]
 _BOOL_VALUE = [KV_VALUE + b"\x02" + ANY_BOOL + SMALL[n] for n in range(2)]

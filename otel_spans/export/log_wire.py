@@ -11,6 +11,7 @@ encoder. Field numbers are those of ``opentelemetry/proto/logs/v1/logs.proto``;
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from functools import lru_cache
 
@@ -20,7 +21,6 @@ from otel_spans.export.protobuf import (
     message,
     nested_value,
     pack_fixed32,
-    pack_fixed64,
     tag,
     utf8,
     varint,
@@ -34,6 +34,13 @@ _LOG_FLAGS, _LOG_TRACE_ID, _LOG_SPAN_ID = tag(8, 5), length_delimited(9), length
 _LOG_OBSERVED_TIME, _LOG_EVENT_NAME = tag(11, 1), length_delimited(12)
 #: ``LogRecord.flags``: the W3C "sampled" bit of the span a record belongs to.
 _LOG_FLAGS_SAMPLED = _LOG_FLAGS + pack_fixed32(1)
+# A time with its one-byte tag, and the trace and span ids with theirs (and lengths),
+# each in one pack: the ids big-endian (the trace id as two halves), the time not.
+_TIME = struct.Struct("<BQ").pack
+_IDS = struct.Struct(">BBQQBBQ").pack
+_TIME_TAG, _OBSERVED_TAG = _LOG_TIME[0], _LOG_OBSERVED_TIME[0]
+_TRACE_TAG, _SPAN_TAG = _LOG_TRACE_ID[0], _LOG_SPAN_ID[0]
+_LOW64 = (1 << 64) - 1
 
 
 def log_record(
@@ -57,28 +64,25 @@ def log_record(
     body's ``AnyValue`` already written, and ``body`` is not read.
     """
     max_length = limits.log_attribute_length
-    timestamp = pack_fixed64(time_ns)
     parts = [
-        _LOG_TIME + timestamp,
+        _TIME(_TIME_TAG, time_ns),
         _severity(severity_number, severity_text, max_length),
         message(
             _LOG_BODY, nested_value(body, max_length) if encoded_body is None else encoded_body
         ),
     ]
-    encoded, dropped = key_values(
-        _LOG_ATTRIBUTE, attributes, limits.log_attribute_count, max_length
-    )
-    parts.append(encoded)
-    if dropped:
-        parts.append(_LOG_DROPPED_ATTRIBUTES + varint(dropped))
+    if attributes:
+        encoded, dropped = key_values(
+            _LOG_ATTRIBUTE, attributes, limits.log_attribute_count, max_length
+        )
+        parts.append(encoded)
+        if dropped:
+            parts.append(_LOG_DROPPED_ATTRIBUTES + varint(dropped))
     if trace_id and span_id:
         if sampled:
             parts.append(_LOG_FLAGS_SAMPLED)
-        parts += (
-            _LOG_TRACE_ID + b"\x10" + trace_id.to_bytes(16, "big"),
-            _LOG_SPAN_ID + b"\x08" + span_id.to_bytes(8, "big"),
-        )
-    parts.append(_LOG_OBSERVED_TIME + timestamp)
+        parts.append(_IDS(_TRACE_TAG, 16, trace_id >> 64, trace_id & _LOW64, _SPAN_TAG, 8, span_id))
+    parts.append(_TIME(_OBSERVED_TAG, time_ns))
     if event_name:
         parts.append(_event_name(event_name, max_length))
     return b"".join(parts)

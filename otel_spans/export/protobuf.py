@@ -149,10 +149,9 @@ _MAX_KEYS = 4096
 _HEADS: dict[bytes, list[bytes]] = {}
 # What follows the key in a ``KeyValue``, up to the value's own bytes (the value's tag
 # and length, the ``AnyValue``'s tag, a string's length), for the common kinds: by the
-# length of those bytes (by the value itself for small integers and booleans). And the
-# same head for a string in an ``ArrayValue``.
+# length of those bytes (by the value itself for booleans; a small integer's is
+# ``_SMALL_INT``). And the same head for a string in an ``ArrayValue``.
 _STRING_VALUE = [KV_VALUE + SMALL[n + 2] + ANY_STRING + SMALL[n] for n in range(0x7E)]
-_SMALL_INT_VALUE = [KV_VALUE + b"\x02" + ANY_INT + SMALL[n] for n in range(0x80)]
 _INT_VALUE = [KV_VALUE + SMALL[n + 1] + ANY_INT for n in range(11)]
 _BOOL_VALUE = [KV_VALUE + b"\x02" + ANY_BOOL + SMALL[n] for n in range(2)]
 _DOUBLE_VALUE = KV_VALUE + b"\x09" + ANY_DOUBLE
@@ -175,47 +174,153 @@ def _heads(field_tag: bytes) -> list[bytes]:
 def _strings(value: Sequence[object], max_length: int) -> bytes | None:
     """The ``AnyValue`` of a tuple or list of short strings (a span's tags, its critical
     path's groups), or None when it is anything else: then :func:`any_value` writes it."""
+    parts: list[bytes] = []
+    size = 0
     try:
-        encoded = [item[:max_length].encode() for item in value if type(item) is str]
-        if len(encoded) != len(value):
-            return None
-        items = b"".join([_ARRAY_STRING[len(item)] + item for item in encoded])
+        for item in value:
+            if type(item) is not str:
+                return None
+            encoded = item[:max_length].encode()
+            head = _ARRAY_STRING[len(encoded)]
+            parts += (head, encoded)
+            size += len(head) + len(encoded)
     except (UnicodeEncodeError, IndexError):  # a lone surrogate; 126 bytes or more
         return None
-    size = len(items)
+    items = b"".join(parts)
     return ANY_ARRAY + (SMALL[size] if size < 0x80 else varint(size)) + items
-
-
-#: ``AnyValue`` payloads of tuples of strings, by string limit: a span's tags, its
-#: workflow's bottlenecks and findings recur from one workflow to the next. Only tuples
-#: of strings go in, so a hit is a tuple of equal strings, which encode alike. Small:
-#: some tuples never recur (a workflow's critical path names its own task groups), and
-#: what the cache holds of them is memory a long-lived scheduler keeps for nothing.
-_TUPLES: dict[int, dict[tuple[object, ...], bytes]] = {}
-_MAX_TUPLES = 32
-
-
-def _tuple(value: tuple[object, ...], max_length: int) -> bytes:
-    cache = _TUPLES.get(max_length)
-    if cache is None:
-        cache = _TUPLES[max_length] = {}
-    try:
-        payload = cache.get(value)
-    except TypeError:  # an item that cannot be hashed (a list): not strings anyway
-        return any_value(value, max_length)
-    if payload is None:
-        payload = _strings(value, max_length)
-        if payload is None:
-            return any_value(value, max_length)
-        if len(cache) >= _MAX_TUPLES:
-            cache.clear()
-        cache[value] = payload
-    return payload
 
 
 def _pair(field_tag: bytes, key: bytes, payload: bytes) -> bytes:
     """A ``KeyValue`` under ``field_tag`` of any ``AnyValue`` payload."""
     return message(field_tag, key + message(KV_VALUE, payload))
+
+
+class KeyHeads:
+    """One key's ``KeyValue`` under one field tag, written up to its value.
+
+    Every pair of a key begins with the same bytes up to the value's own, given the
+    kind of value and, for strings and integers, its length in bytes: the field's tag
+    and length, the key, the value's tag and length. Kept by key, a pair is then one
+    head and the value's bytes instead of four pieces joined anew. Where the pair's
+    length takes more than one byte there is no head (None for a kind, b"" for a
+    length): those pairs are written whole.
+    """
+
+    __slots__ = (
+        "_tuples",
+        "bools",
+        "double",
+        "field_tag",
+        "ints",
+        "key",
+        "size",
+        "small_int",
+        "strings",
+    )
+
+    def __init__(self, field_tag: bytes, name: str):
+        key, size = _KEYS.get(name) or _key(name)
+        self.field_tag, self.key, self.size = field_tag, key, size
+        heads = _HEADS.get(field_tag) or _heads(field_tag)
+        self.double = heads[size + 11] + key + _DOUBLE_VALUE if size < 0x80 - 11 else None
+        self.small_int = heads[size + 4] + key + _SMALL_INT if size < 0x80 - 4 else None
+        self.bools = [heads[size + 4] + key + b for b in _BOOL_VALUE] if size < 0x80 - 4 else None
+        #: Heads by the length of the string, or of the integer's varint.
+        self.strings: dict[int, bytes] = {}
+        self.ints: dict[int, bytes] = {}
+        #: Whole pairs of tuples of strings, and the string limit they were cut to (see
+        #: tuple_pair): one object, read once, so that an exporter thread never meets
+        #: pairs another one cut to another limit.
+        self._tuples: tuple[int, dict[tuple[object, ...], bytes]] = (0, {})
+
+    def string_head(self, length: int) -> bytes:
+        """The head of a string of ``length`` bytes (callers look in ``strings`` first)."""
+        if length >= 0x7E:  # its pair takes more than 127 bytes, whatever the key
+            return b""
+        head = self.strings.get(length)
+        if head is None:
+            if len(self.strings) >= _MAX_HEADS:
+                self.strings.clear()
+            head = self.strings[length] = self._head(length + 4, _STRING_VALUE, length)
+        return head
+
+    def int_head(self, length: int) -> bytes:
+        head = self.ints.get(length)
+        if head is None:
+            head = self.ints[length] = self._head(length + 3, _INT_VALUE, length)
+        return head
+
+    def _head(self, value_size: int, value_heads: list[bytes], length: int) -> bytes:
+        """The head of a value of ``value_size`` bytes in all; b"" when the pair's
+        length would take more than one byte."""
+        size = self.size + value_size
+        if size >= 0x80:
+            return b""
+        return _HEADS[self.field_tag][size] + self.key + value_heads[length]
+
+    def tuple_pair(self, value: tuple[object, ...], max_length: int) -> bytes:
+        """The pair of a tuple, kept whole when it holds strings alone: a span's tags,
+        its workflow's bottlenecks and findings recur from one workflow to the next. A
+        hit is then a tuple of equal strings, which encode alike. Few are kept: some
+        tuples never recur (a workflow's critical path names its own task groups), and
+        what the cache holds of them is memory a long-lived scheduler keeps for nothing.
+        """
+        limit, tuples = self._tuples
+        if limit != max_length:
+            tuples = {}
+            self._tuples = max_length, tuples
+        try:
+            pair = tuples.get(value)
+        except TypeError:  # an item that cannot be hashed (a list): not strings anyway
+            return self.pair(any_value(value, max_length))
+        if pair is None:
+            payload = _strings(value, max_length)
+            if payload is None:
+                return self.pair(any_value(value, max_length))
+            if len(tuples) >= _MAX_TUPLES:
+                tuples.clear()
+            pair = tuples[value] = self.pair(payload)
+        return pair
+
+    def pair(self, payload: bytes) -> bytes:
+        """The pair of any ``AnyValue`` payload."""
+        length = len(payload)
+        size = self.size + length + 2
+        if size < 0x80:
+            return _HEADS[self.field_tag][size] + self.key + KV_VALUE + SMALL[length] + payload
+        return _pair(self.field_tag, self.key, payload)
+
+
+class _Table(dict[str, KeyHeads]):
+    """The heads of keys under one field tag, made on a key's first use (bounded as
+    ``_KEYS`` is)."""
+
+    def __init__(self, field_tag: bytes):
+        super().__init__()
+        self.field_tag = field_tag
+
+    def __missing__(self, name: str) -> KeyHeads:
+        if len(self) >= _MAX_KEYS:
+            self.clear()
+        heads = self[name] = KeyHeads(self.field_tag, name)
+        return heads
+
+
+#: By field tag; heads of strings are kept per key by length (bounded: a key's strings
+#: may come in any length), and so are its recent tuples of strings.
+_TABLES: dict[bytes, _Table] = {}
+_MAX_HEADS = 16
+_MAX_TUPLES = 32
+_SMALL_INT = KV_VALUE + b"\x02" + ANY_INT
+
+
+def key_table(field_tag: bytes) -> Mapping[str, KeyHeads]:
+    """The heads of every key's pairs under ``field_tag``, by key (for a log body's
+    dicts, written as :func:`key_values` writes attributes)."""
+    table = _TABLES.get(field_tag)
+    if table is None:
+        table = _TABLES[field_tag] = _Table(field_tag)
+    return table
 
 
 def key_values(
@@ -228,51 +333,46 @@ def key_values(
         return _first(field_tag, attributes, max_count, max_length)
     parts: list[bytes] = []
     append = parts.append
-    keys = _KEYS
-    heads = _HEADS.get(field_tag) or _heads(field_tag)
+    table = _TABLES.get(field_tag) or key_table(field_tag)
     pairs: Iterable[tuple[str, Any]] = attributes.items()  # dispatched on type() below
-    # Every attribute of every record passes here. The common kinds (by exact type;
-    # subclasses go through any_value) are written as a head looked up by length and
-    # the value's own bytes, and each length below 128 is its one byte, looked up too.
+    # Every attribute of every record passes here. The common kinds (by exact type, the
+    # most frequent first; subclasses go through any_value) are written as the key's
+    # head for the kind (and length) and the value's own bytes.
     for name, value in pairs:
-        if value is None:
-            continue
-        key, size = keys.get(name) or _key(name)
+        entry = table[name]
         cls = type(value)
-        if cls is str:
+        if cls is int:
+            if 0 <= value < 0x80 and entry.small_int is not None:
+                append(entry.small_int + SMALL[value])
+            elif INT64_MIN <= value <= INT64_MAX:
+                encoded = varint(value)
+                head = entry.ints.get(len(encoded)) or entry.int_head(len(encoded))
+                append(head + encoded if head else entry.pair(ANY_INT + encoded))
+            else:
+                append(entry.pair(any_value(value, max_length)))
+        elif cls is float and entry.double is not None:
+            append(entry.double + pack_double(value))
+        elif cls is str:
             try:
                 encoded = value[:max_length].encode()
             except UnicodeEncodeError:
                 encoded = utf8(value, max_length)
             length = len(encoded)
-            size += length + 4
-            if size < 0x80:
-                append(heads[size] + key + _STRING_VALUE[length] + encoded)
+            head = entry.strings.get(length) or entry.string_head(length)
+            if head:
+                append(head + encoded)
             else:
-                append(_pair(field_tag, key, ANY_STRING + varint(length) + encoded))
-        elif cls is int:
-            if 0 <= value < 0x80 and size < 0x80 - 4:
-                append(heads[size + 4] + key + _SMALL_INT_VALUE[value])
-            elif INT64_MIN <= value <= INT64_MAX:
-                encoded = varint(value)
-                size += len(encoded) + 3
-                if size < 0x80:
-                    append(heads[size] + key + _INT_VALUE[len(encoded)] + encoded)
-                else:
-                    append(_pair(field_tag, key, ANY_INT + encoded))
-            else:
-                append(_pair(field_tag, key, any_value(value, max_length)))
-        elif cls is float and size < 0x80 - 11:
-            append(heads[size + 11] + key + _DOUBLE_VALUE + pack_double(value))
-        elif cls is bool and size < 0x80 - 4:
-            append(heads[size + 4] + key + _BOOL_VALUE[value])
+                append(entry.pair(ANY_STRING + varint(len(encoded)) + encoded))
+        elif cls is bool and entry.bools is not None:
+            append(entry.bools[value])
+        elif value is None:
+            continue
         elif cls is tuple:
-            append(_pair(field_tag, key, _tuple(value, max_length)))
+            append(entry.tuple_pair(value, max_length))
         elif cls is list:
-            payload = _strings(value, max_length) or any_value(value, max_length)
-            append(_pair(field_tag, key, payload))
+            append(entry.pair(_strings(value, max_length) or any_value(value, max_length)))
         else:
-            append(_pair(field_tag, key, any_value(value, max_length)))
+            append(entry.pair(any_value(value, max_length)))
     return b"".join(parts), 0
 
 

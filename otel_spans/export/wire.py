@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -91,20 +90,21 @@ _TIMES = struct.Struct("<BQBQ").pack
 _TRACE_TAG, _ID_TAG, _PARENT_TAG = _SPAN_TRACE_ID[0], _SPAN_SPAN_ID[0], _SPAN_PARENT[0]
 _START_TAG, _END_TAG = _SPAN_START[0], _SPAN_END[0]
 _LOW64 = (1 << 64) - 1
+_LINK_IDS = _ROOT
+_LINK_TRACE_TAG, _LINK_SPAN_TAG = _LINK_TRACE_ID[0], _LINK_SPAN_ID[0]
 _LOCAL_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=False))
 _REMOTE_PARENT_FLAGS = _SPAN_FLAGS + pack_fixed32(span_flags(_W3C_SAMPLED, remote=True))
 
 
-# A named tuple, not a frozen dataclass: one is built per event of every span, and a
-# frozen dataclass's __init__ sets each field through object.__setattr__.
+# Named tuples, not frozen dataclasses: one is built per event and per link of every
+# span, and a frozen dataclass's __init__ sets each field through object.__setattr__.
 class WireEvent(NamedTuple):
     name: str
     time_ns: int
     attributes: Mapping[str, object]
 
 
-@dataclass(frozen=True, slots=True)
-class WireLink:
+class WireLink(NamedTuple):
     trace_id: int
     span_id: int
     attributes: Mapping[str, object]
@@ -112,14 +112,6 @@ class WireLink:
     trace_flags: int = _W3C_SAMPLED
     #: The linked span was made in another process (a caller's span).
     remote: bool = False
-
-
-def _trace_id(trace_id: int) -> bytes:
-    return trace_id.to_bytes(16, "big")
-
-
-def _span_id(span_id: int) -> bytes:
-    return span_id.to_bytes(8, "big")
 
 
 def _event(event: WireEvent, limits: RecordLimits) -> bytes:
@@ -143,18 +135,31 @@ def _span_event_name(name: str, max_length: int) -> bytes:
     return message(_EVENT_NAME, utf8(name, max_length))
 
 
+@lru_cache(maxsize=256)
+def _span_name(name: str, max_length: int) -> bytes:
+    """``Span.name`` with its tag: a span is named by its last tag or its task prefix,
+    which recur from one workflow to the next."""
+    return message(_SPAN_NAME, utf8(name[:max_length] or "(empty)", max_length))
+
+
 def _link(link: WireLink, limits: RecordLimits) -> bytes:
     attributes, dropped = key_values(
         _LINK_ATTRIBUTE, link.attributes, limits.link_attribute_count, limits.attribute_length
     )
-    out = (
-        message(_LINK_TRACE_ID, _trace_id(link.trace_id))
-        + message(_LINK_SPAN_ID, _span_id(link.span_id))
-        + attributes
+    trace_id = link.trace_id
+    out = _LINK_IDS(
+        _LINK_TRACE_TAG, 16, trace_id >> 64, trace_id & _LOW64, _LINK_SPAN_TAG, 8, link.span_id
     )
+    out += attributes
     if dropped:
         out += _LINK_DROPPED_ATTRIBUTES + varint(dropped)
-    return out + _LINK_FLAGS + pack_fixed32(span_flags(link.trace_flags, remote=link.remote))
+    return out + _link_flags(link.trace_flags, link.remote)
+
+
+@lru_cache(maxsize=16)
+def _link_flags(trace_flags: int, remote: bool) -> bytes:
+    """``Link.flags`` with its tag: sampled and local, nearly always."""
+    return _LINK_FLAGS + pack_fixed32(span_flags(trace_flags, remote=remote))
 
 
 def span(
@@ -186,28 +191,32 @@ def span(
     its flags say so.
     """
     max_length = limits.attribute_length
-    name = name[:max_length] or "(empty)"
     high, low = trace_id >> 64, trace_id & _LOW64
     parts = [
         _PARENTED(_TRACE_TAG, 16, high, low, _ID_TAG, 8, span_id, _PARENT_TAG, 8, parent_span_id)
         if parent_span_id
         else _ROOT(_TRACE_TAG, 16, high, low, _ID_TAG, 8, span_id),
-        message(_SPAN_NAME, utf8(name, max_length)),
+        _span_name(name, max_length),
         _SPAN_KIND + SMALL[kind],
         _TIMES(_START_TAG, start_ns, _END_TAG, max(end_ns, start_ns)),
     ]
-    encoded, dropped = key_values(_SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length)
-    parts.append(encoded)
-    if dropped:
-        parts.append(_SPAN_DROPPED_ATTRIBUTES + varint(dropped))
-    for event in events[: limits.events]:
-        parts.append(message(_SPAN_EVENT, _event(event, limits)))
-    events_dropped += max(len(events) - limits.events, 0)
+    if attributes:
+        encoded, dropped = key_values(
+            _SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length
+        )
+        parts.append(encoded)
+        if dropped:
+            parts.append(_SPAN_DROPPED_ATTRIBUTES + varint(dropped))
+    if events:
+        for event in events[: limits.events]:
+            parts.append(message(_SPAN_EVENT, _event(event, limits)))
+        events_dropped += max(len(events) - limits.events, 0)
     if events_dropped:
         parts.append(_SPAN_DROPPED_EVENTS + varint(events_dropped))
-    for link in links[: limits.links]:
-        parts.append(message(_SPAN_LINK, _link(link, limits)))
-    links_dropped += max(len(links) - limits.links, 0)
+    if links:
+        for link in links[: limits.links]:
+            parts.append(message(_SPAN_LINK, _link(link, limits)))
+        links_dropped += max(len(links) - limits.links, 0)
     if links_dropped:
         parts.append(_SPAN_DROPPED_LINKS + varint(links_dropped))
     if status_message or status_code:

@@ -14,7 +14,7 @@ the definition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from otel_spans.export.protobuf import (
@@ -27,11 +27,9 @@ from otel_spans.export.protobuf import (
     ARRAY_VALUES,
     INT64_MAX,
     INT64_MIN,
-    KV_VALUE,
     KVLIST_VALUES,
     SMALL,
-    key_field,
-    key_values,
+    key_table,
     message,
     nested_value,
     pack_double,
@@ -77,6 +75,28 @@ def safe_body(value: object, max_length: int, depth: int = 0) -> Any:
     return _text(value, max_length)
 
 
+def bounded_attributes(pairs: Iterable[tuple[str, object]], max_length: int) -> dict[str, Any]:
+    """A log record's attributes, each value :func:`safe_body`'s, but for the plain
+    strings, numbers and tuples of strings most hold, kept as they are: the encoder
+    cuts no string that fits ``max_length``, and writes a tuple's strings as it writes
+    the list ``safe_body`` would make of them."""
+    attributes: dict[str, Any] = {}
+    for key, value in pairs:
+        attributes[key] = value if _plain(value, max_length) else safe_body(value, max_length)
+    return attributes
+
+
+def _plain(value: Any, max_length: int) -> bool:
+    cls = type(value)
+    if cls is str:
+        return len(value) <= max_length
+    if cls is tuple:
+        return len(value) <= _MAX_ITEMS and all(
+            type(item) is str and len(item) <= max_length for item in value
+        )
+    return cls is int or cls is float or cls is bool
+
+
 def encoded_body(value: Any, max_length: int, depth: int = 0) -> bytes:
     """The ``AnyValue`` payload of ``safe_body(value, max_length, depth)``, written with
     ``max_length`` as the string limit too: what ``nested_value`` writes of it."""
@@ -93,17 +113,10 @@ def encoded_body(value: Any, max_length: int, depth: int = 0) -> bytes:
         return _TRUE if value else _FALSE
     if depth < _MAX_DEPTH:
         if cls is dict and len(value) <= _MAX_ITEMS:
-            if _flat(value, max_length):  # written as attributes are: the same bytes
-                pairs_only, _ = key_values(KVLIST_VALUES, value, _MAX_ITEMS, max_length)
-                return message(ANY_KVLIST, pairs_only)
-            pairs = []
-            for k, v in value.items():
-                # A key cut to max_length could meet another: safe_body keeps one.
-                if type(k) is not str or len(k) > max_length:
-                    return nested_value(safe_body(value, max_length, depth), max_length)
-                pair = key_field(k) + message(KV_VALUE, encoded_body(v, max_length, depth + 1))
-                pairs.append(message(KVLIST_VALUES, pair))
-            return message(ANY_KVLIST, b"".join(pairs))
+            pairs = _pairs(value, max_length, depth)
+            if pairs is not None:
+                return message(ANY_KVLIST, pairs)
+            return nested_value(safe_body(value, max_length, depth), max_length)
         if cls is list or cls is tuple:
             items = b"".join(
                 [
@@ -115,18 +128,31 @@ def encoded_body(value: Any, max_length: int, depth: int = 0) -> bytes:
     return nested_value(safe_body(value, max_length, depth), max_length)
 
 
-def _flat(value: dict[Any, Any], max_length: int) -> bool:
-    """Whether a dict holds only short string keys and plain scalar values (a Dask
-    event's metrics): then its ``KeyValueList`` is what ``key_values`` writes. Strings
-    longer than ``max_length`` are not: ``key_values`` cuts a string holding a
-    surrogate pair where the pair may straddle the cut, ``safe_body`` before it."""
+def _pairs(value: dict[Any, Any], max_length: int, depth: int) -> bytes | None:
+    """The ``KeyValueList`` pairs of a dict at ``depth``: plain values as ``key_values``
+    writes attributes (one head by key and the value's bytes), any other value as
+    :func:`encoded_body` writes it. None when a key is not a string that fits
+    ``max_length``: cut, it could meet another key, of which safe_body keeps one."""
+    pairs: list[bytes] = []
+    append = pairs.append
+    table = key_table(KVLIST_VALUES)
     for k, v in value.items():
         if type(k) is not str or len(k) > max_length:
-            return False
+            return None
+        heads = table[k]
         cls = type(v)
-        if cls is str:
-            if len(v) > max_length:
-                return False
-        elif cls is not int and cls is not float and cls is not bool:
-            return False
-    return True
+        if cls is int and 0 <= v < 0x80 and heads.small_int is not None:
+            append(heads.small_int + SMALL[v])
+        elif cls is float and heads.double is not None:
+            append(heads.double + pack_double(v))
+        elif cls is str and len(v) <= max_length:  # no cut: utf8() writes it alike
+            encoded = utf8(v, max_length)
+            head = heads.strings.get(len(encoded)) or heads.string_head(len(encoded))
+            append(
+                head + encoded if head else heads.pair(ANY_STRING + varint(len(encoded)) + encoded)
+            )
+        elif cls is bool and heads.bools is not None:
+            append(heads.bools[v])
+        else:
+            append(heads.pair(encoded_body(v, max_length, depth + 1)))
+    return b"".join(pairs)

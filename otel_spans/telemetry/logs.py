@@ -18,7 +18,7 @@ from otel_spans.export.senders import make_request_sender
 from otel_spans.records import LogEntry, ProfileRecord
 from otel_spans.settings import RecordLimits, Settings
 from otel_spans.telemetry import folded_stacks
-from otel_spans.telemetry.log_body import encoded_body, safe_body
+from otel_spans.telemetry.log_body import bounded_attributes, encoded_body, safe_body
 
 #: Encoded instrumentation scopes kept (one per Python logger: a handful in practice).
 _MAX_SCOPES = 100
@@ -44,7 +44,7 @@ def log_record(entry: LogEntry, limits: RecordLimits) -> bytes:
         severity_text=entry.severity_text,
         body=body,
         encoded_body=encoded,
-        attributes={k: safe_body(v, max_length) for k, v in entry.attributes},
+        attributes=bounded_attributes(entry.attributes, max_length),
         limits=limits,
         trace_id=entry.trace_id,
         span_id=entry.span_id,

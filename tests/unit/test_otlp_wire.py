@@ -106,7 +106,13 @@ def span_fields(draw: st.DrawFn) -> dict[str, Any]:
         "events": draw(
             st.lists(st.builds(WireEvent, st.text(min_size=1), times, attribute_maps), max_size=3)
         ),
-        "links": draw(st.lists(st.builds(WireLink, ids128, ids64, attribute_maps), max_size=3)),
+        # The defaults (a sampled local span) given: builds() draws a named tuple's too.
+        "links": draw(
+            st.lists(
+                st.builds(WireLink, ids128, ids64, attribute_maps, st.just(1), st.just(False)),
+                max_size=3,
+            )
+        ),
         "status_code": otlp_wire.STATUS_ERROR if erred else otlp_wire.STATUS_UNSET,
         "status_message": draw(st.text()) if erred else "",
     }

@@ -8,7 +8,9 @@ the one place where Dask's float seconds are converted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 from otel_spans.names import clean
@@ -306,6 +308,12 @@ class LogEntry(NamedTuple):
     #: The trace's sampling decision, in the record's W3C flags (its span is exported
     #: only when true).
     sampled: bool = True
+
+
+#: A :class:`LogEntry` of every one of its fields, in order: ``tuple.__new__`` itself,
+#: where a call of the class first runs the NamedTuple's ``__new__``, a Python function
+#: (cold on the event loop, once per Dask event). No field may be left out.
+log_entry: Callable[[tuple[object, ...]], LogEntry] = partial(tuple.__new__, LogEntry)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from distributed.metrics import time
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.records import AttrValue, LogEntry, ns
+from otel_spans.records import AttrValue, LogEntry, log_entry, ns
 from otel_spans.scheduler.snapshots import EXCEPTION_FIELDS, span_uuid_of_key
 from otel_spans.scheduler.span_state import SpanIdentity
 from otel_spans.scheduler.task_groups import TaskGroups
@@ -69,6 +69,9 @@ class DaskEvents:
         self._topic_attributes: dict[tuple[Any, Any], tuple[tuple[str, AttrValue], ...]] = {}
         #: The last event message that became a log record.
         self._last_logged: object = None
+        #: A record's body is a copy of the event without its exception texts, unless
+        #: they may be captured.
+        self._drop_exceptions = settings.capture.exceptions == "type"
 
     def clear(self) -> None:
         self._topic_logged.clear()
@@ -77,7 +80,8 @@ class DaskEvents:
         self._last_logged = None
 
     def log_event(self, topic: str, msg: Any) -> None:
-        action = msg.get("action") if isinstance(msg, dict) else None
+        is_dict = isinstance(msg, dict)
+        action = msg.get("action") if is_dict else None
         if action == "remove-worker" and self._task_groups is not None:
             # Logged under the worker's topic and under "all": count each removal once.
             removal = (msg.get("stimulus_id"), msg.get("worker", topic))
@@ -90,52 +94,62 @@ class DaskEvents:
                 self._task_groups.lost(msg.get("lost-computed-tasks") or ())
         if isinstance(action, str) and action in _ALSO_UNDER_ALL and topic != "all":
             return
-        attributes = self._attributes(topic, action)
+        # Dask publishes one message under several topics at once (update-graph under
+        # "scheduler" and the client's id): one record, under the first. Checked first,
+        # as it returns either way.
+        if is_dict and msg is self._last_logged:
+            return
+        # An action may be any value: only None and strings are remembered.
+        memo = action is None or type(action) is str
+        attributes = self._topic_attributes.get((topic, action)) if memo else None
+        if attributes is None:
+            attributes = self._attributes(topic, action, memo)
         if not attributes:  # its topic is not logged
             return
-        context = _NO_CONTEXT
+        trace_id, span_id, sampled = _NO_CONTEXT
         body = msg
-        if isinstance(msg, dict):
-            # Dask publishes one message under several topics at once (update-graph
-            # under "scheduler" and the client's id): one record, under the first.
-            if msg is self._last_logged:
-                return
+        if is_dict:
             self._last_logged = msg
             key, uuid = msg.get("key"), msg.get("span_id")
             if key is not None or uuid is not None:  # most events name neither
-                context = self._context(key, uuid)
-            body = self._body(msg)
-        trace_id, span_id, sampled = context
+                trace_id, span_id, sampled = self._context(key, uuid)
+            body = (
+                {k: v for k, v in msg.items() if k not in EXCEPTION_FIELDS}
+                if self._drop_exceptions
+                else dict(msg)
+            )
         self._submit(
-            LogEntry(
-                time_ns=ns(time()),
-                severity_number=_INFO.number,
-                severity_text=_INFO.text,
-                body=body,
-                attributes=attributes,
-                event_name=semconv.LOG_DASK_EVENT,
-                trace_id=trace_id,
-                span_id=span_id,
-                sampled=sampled,
+            log_entry(
+                (
+                    ns(time()),
+                    _INFO.number,
+                    _INFO.text,
+                    body,
+                    attributes,
+                    semconv.LOG_DASK_EVENT,
+                    trace_id,
+                    span_id,
+                    "",
+                    0,
+                    sampled,
+                )
             )
         )
 
-    def _attributes(self, topic: Any, action: Any) -> tuple[tuple[str, AttrValue], ...]:
+    def _attributes(self, topic: Any, action: Any, memo: bool) -> tuple[tuple[str, AttrValue], ...]:
         """An event's topic and action as its record's attributes, () when events of
-        its topic are not logged; remembered per (topic, action), which a busy
-        scheduler logs again and again (one lookup decides and names the record)."""
-        memo = action is None or type(action) is str  # an action may be any value
-        attributes = self._topic_attributes.get((topic, action)) if memo else None
-        if attributes is None:
-            attributes = ()
-            if self._logged(topic):
-                attributes = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
-                if action is not None:
-                    attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
-            if memo:
-                if len(self._topic_attributes) >= _MAX_TOPICS:  # as topics below
-                    self._topic_attributes.clear()
-                self._topic_attributes[topic, action] = attributes
+        its topic are not logged; remembered per (topic, action) when ``memo``, since a
+        busy scheduler logs them again and again (one lookup decides and names the
+        record: :meth:`log_event` looks there first)."""
+        attributes: tuple[tuple[str, AttrValue], ...] = ()
+        if self._logged(topic):
+            attributes = ((semconv.DASK_EVENT_TOPIC, str(topic)),)
+            if action is not None:
+                attributes += ((semconv.DASK_EVENT_ACTION, str(action)),)
+        if memo:
+            if len(self._topic_attributes) >= _MAX_TOPICS:  # as topics below
+                self._topic_attributes.clear()
+            self._topic_attributes[topic, action] = attributes
         return attributes
 
     def _logged(self, topic: Any) -> bool:
@@ -153,14 +167,6 @@ class DaskEvents:
                 self._topic_logged.clear()
             self._topic_logged[topic] = known
         return known
-
-    def _body(self, msg: Any) -> Any:
-        """A copy of the event; without its exception texts unless they may be captured."""
-        if not isinstance(msg, dict):
-            return msg
-        if self._settings.capture.exceptions == "type":
-            return {k: v for k, v in msg.items() if k not in EXCEPTION_FIELDS}
-        return dict(msg)
 
     def _context(self, key: Any, uuid: Any) -> tuple[int, int, bool]:
         """Trace and span ids, and the trace's sampling decision, for an event that

@@ -49,6 +49,16 @@ _DISK = {
 }
 
 
+def _idle_series() -> tuple[str, Attrs]:
+    """The metric and attributes of a root's idle share: those of Dask's idle key,
+    the same for every root."""
+    delta = snapshots.worker_metric((), snapshots.IDLE_KEY, 0.0)
+    assert delta is not None  # a key of Dask's own shape
+    return delta.metric, delta.attributes
+
+
+_IDLE_METRIC, _IDLE_ATTRIBUTES = _idle_series()
+
 #: A span's worker metric key as a series: metric, attributes, the spilling counter
 #: it adds to (None for most).
 _KeySeries = tuple[str, Attrs, str | None]
@@ -118,21 +128,24 @@ class SpanMetricsTick:
             span = tracker.live.get(uuid)
             if span is not None:
                 track = tracker.tracks[uuid]
-                labels = track.identity.labels
-                deltas.extend(_labelled(self._span_deltas(span, track, now), labels))
-                if uuid in tracker.open:
-                    self._progress.extend(_labelled(self._span_progress(span, track, now), labels))
-                held = GaugeValue(
-                    semconv.DASK_SPAN_MEMORY_HELD, track.tags, (), float(track.memory.held)
+                own = self._span_deltas(span, track, now)
+                gauges = self._span_progress(span, track, now) if uuid in tracker.open else []
+                gauges.append(
+                    GaugeValue(
+                        semconv.DASK_SPAN_MEMORY_HELD, track.tags, (), float(track.memory.held)
+                    )
                 )
-                self._progress.extend(_labelled([held], labels))
                 settled = track.exported_at is not None and now - track.exported_at >= settle
-                if settled or final:
-                    if track.is_root:
-                        deltas.extend(_labelled(self._idle_delta(span, track), labels))
-                    if settled:
-                        del tracker.live[uuid]
-                        tracker.release_settled(span)
+                if (settled or final) and track.is_root:
+                    own.extend(self._idle_delta(span, track))
+                labels = track.identity.labels
+                if labels:  # most workflows have none: no copies
+                    own, gauges = _labelled(own, labels), _labelled(gauges, labels)
+                deltas.extend(own)
+                self._progress.extend(gauges)
+                if settled:
+                    del tracker.live[uuid]
+                    tracker.release_settled(span)
             if pending and not final and _time.perf_counter() > deadline:
                 # Out of budget (after at least one span: every slice makes progress).
                 self._resume_tick.soon()
@@ -175,7 +188,8 @@ class SpanMetricsTick:
         tags, reported = track.tags, track.reported
         disk: dict[str, float] = {}
         series_of = self._series_of
-        for key, value in snapshots.growth(span._cumulative_worker_metrics, reported):
+        own = span._cumulative_worker_metrics
+        for key, value in snapshots.growth(own, reported) if own else ():  # roots: none
             series = series_of.get(key, _UNSEEN)
             if series is _UNSEEN:
                 series = self._new_series(key)
@@ -185,13 +199,16 @@ class SpanMetricsTick:
                 if spilling is not None:
                     disk[spilling] = disk.get(spilling, 0.0) + value
         out.extend(_memory_deltas(track, disk, now))
-        finished = {("tasks", p, s): float(n) for (p, s), n in track.finished.items()}
-        for (_, prefix, state), value in snapshots.growth(finished, reported):
-            attrs = ((_PREFIX, str(prefix)), (_STATE, str(state)))
-            out.append(CounterDelta(semconv.M_SPAN_TASKS, tags, attrs, value))
-        output = {("output", p): float(n) for p, n in track.output.items()}
-        for (_, prefix), value in snapshots.growth(output, reported):
-            out.append(CounterDelta(semconv.M_SPAN_OUTPUT, tags, ((_PREFIX, str(prefix)),), value))
+        for (prefix, state), n in track.finished.items():
+            value = snapshots.grown(reported, ("tasks", prefix, state), float(n))
+            if value:
+                attrs = ((_PREFIX, str(prefix)), (_STATE, str(state)))
+                out.append(CounterDelta(semconv.M_SPAN_TASKS, tags, attrs, value))
+        for prefix, n in track.output.items():
+            value = snapshots.grown(reported, ("output", prefix), float(n))
+            if value:
+                attrs = ((_PREFIX, str(prefix)),)
+                out.append(CounterDelta(semconv.M_SPAN_OUTPUT, tags, attrs, value))
         if track.is_root and track.live_cpu and span.id in self._tracker.open:
             # Dask computes active_cpu_seconds by walking the span's whole subtree
             # (O(subtree x depth)): live growth for running workflows (roots) only;
@@ -228,17 +245,15 @@ class SpanMetricsTick:
         It is active CPU minus all known task time of the whole tree, so it can only be
         computed once late heartbeats have landed; reported on the root only, so that
         summing a workflow's series by root counts it once. Read as an export reads it
-        (Dask's values, from one walk of the tree's groups): Dask's own
+        (Dask's values), from one walk of the tree: Dask's own
         ``cumulative_worker_metrics`` walks the tree four times for it.
         """
-        active = snapshots.tree_times(root).active_cpu_seconds
-        idle = snapshots.tree_metrics(root, active)[snapshots.IDLE_KEY]
-        out = []
-        for key, value in snapshots.growth({snapshots.IDLE_KEY: idle}, track.reported):
-            delta = snapshots.worker_metric(track.tags, key, value)
-            if delta is not None:
-                out.append(delta)
-        return out
+        nodes = list(root.traverse_spans())
+        groups = [tg for node in nodes for tg in node.groups]
+        active = snapshots.tree_times(root, groups).active_cpu_seconds
+        idle = snapshots.tree_idle(nodes, active)
+        value = snapshots.grown(track.reported, snapshots.IDLE_KEY, idle)
+        return [CounterDelta(_IDLE_METRIC, track.tags, _IDLE_ATTRIBUTES, value)] if value else []
 
 
 def _memory_deltas(track: TrackedSpan, disk: dict[str, float], now: float) -> list[CounterDelta]:

@@ -8,7 +8,7 @@ touch the OTel SDK.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping, MutableMapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
 from itertools import islice, pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -29,6 +29,8 @@ PENDING_STATES = frozenset({"processing", "waiting", "queued", "no-worker"})
 
 #: Dask's synthetic "idle" key in ``Span.cumulative_worker_metrics``.
 IDLE_KEY = ("execute", "N/A", semconv.IDLE_ACTIVITY, "seconds")
+#: A span's CPU made available, among the values it reported (see :func:`cpu_delta`).
+_CPU_KEY = ("cpu",)
 
 
 #: Fields of a Dask event that carry exception texts (``distributed.core.error_message``);
@@ -120,6 +122,16 @@ def worker_metric(tags: tuple[str, ...] | None, key: Hashable, value: float) -> 
         return None
     attrs.append((semconv.ATTR_ACTIVITY, activity))
     return CounterDelta(metric, tags, tuple(attrs), value)
+
+
+def grown(seen: MutableMapping[Any, float], key: Hashable, value: float) -> float:
+    """:func:`growth` of one value (0 when it did not grow), without the mapping and
+    the generator one value does not need; updates ``seen``."""
+    before = seen.get(key, 0.0)
+    if value == before:
+        return 0.0
+    seen[key] = value
+    return value - before if value > before else 0.0
 
 
 def growth(
@@ -261,6 +273,18 @@ def tree_metrics(span: Span, active_cpu_seconds: float) -> dict[Any, float]:
     return out
 
 
+def tree_idle(nodes: Iterable[Span], active_cpu_seconds: float) -> float:
+    """``tree_metrics(root, active_cpu_seconds)[IDLE_KEY]`` of the tree of ``nodes``
+    (its spans, top-down), summing only the keys the idle share subtracts, in the same
+    order: its other keys are not wanted when the idle share alone is."""
+    known: dict[Any, float] = {}
+    for node in nodes:
+        for key, value in node._cumulative_worker_metrics.items():
+            if key[0] == "execute" and key[-1] == "seconds":
+                known[key] = known[key] + value if key in known else value
+    return max(0.0, active_cpu_seconds - sum(known.values()))
+
+
 def live_cpu_seconds(span: Span) -> float:
     """``Span.active_cpu_seconds`` of a running span, up to its latest finished task.
 
@@ -281,10 +305,8 @@ def cpu_delta(
     tags: tuple[str, ...], reported: MutableMapping[Any, float], active_cpu_seconds: float
 ) -> list[CounterDelta]:
     """The growth of a span's CPU made available (``Span.active_cpu_seconds``)."""
-    return [
-        CounterDelta(semconv.M_SPAN_CPU_AVAILABLE, tags, (), value)
-        for _, value in growth({("cpu",): active_cpu_seconds}, reported)
-    ]
+    value = grown(reported, _CPU_KEY, active_cpu_seconds)
+    return [CounterDelta(semconv.M_SPAN_CPU_AVAILABLE, tags, (), value)] if value else []
 
 
 def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[SpanEventRecord, ...]:

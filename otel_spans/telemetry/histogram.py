@@ -111,11 +111,12 @@ def _add(series: Series, index: int, value: float, trace_id: int, span_id: int, 
         series.low = value
     if value > series.high:
         series.high = value
-    for window in series.windows.values():
-        if value < window[0]:
-            window[0] = value
-        if value > window[1]:
-            window[1] = value
+    if series.windows:  # only while a delta reader collects
+        for window in series.windows.values():
+            if value < window[0]:
+                window[0] = value
+            if value > window[1]:
+                window[1] = value
     if span_id:
         series.exemplars[index] = (value, now, trace_id, span_id)
 
@@ -316,6 +317,10 @@ class _AtHand:
     series: dict[str, Series] = field(default_factory=dict)
 
 
+#: What :meth:`Histograms.record` holds before its first sample resolves (never used).
+_UNRESOLVED = _AtHand(())
+
+
 class Histograms:
     """Every histogram of one process, by name, and the one hook that adds their
     points to each batch of metrics as it leaves."""
@@ -346,24 +351,24 @@ class Histograms:
         lookup, a bisect, a few additions each (labels, asked of the cardinality budget,
         and series kept at hand). A negative value is left out, as the SDK leaves it."""
         by_name = self.by_name
-        tags: tuple[str, ...] | None = None
+        tags: tuple[str, ...] | None = None  # no sample's: the first one resolves
         attributes: Attrs = ()
-        at_hand = _AtHand(())
+        at_hand = _UNRESOLVED
         with self._lock:
             now = time.time_ns()  # the exemplars' (in the lock: after any collection's)
-            for sample in samples:
-                metric, value = sample.metric, sample.value
+            for metric, sample_tags, sample_attributes, value, trace_id, span_id in samples:
                 histogram = by_name.get(metric)
                 if histogram is None or value < 0:
                     continue
-                if sample.tags is not tags or sample.attributes is not attributes:
-                    tags, attributes = sample.tags, sample.attributes
-                    at_hand = self._resolve(tags, attributes, labels)
+                if sample_tags is not tags or sample_attributes is not attributes:
+                    tags, attributes = sample_tags, sample_attributes
+                    known = self._at_hand.get((tags, attributes))
+                    at_hand = self._resolve(tags, attributes, labels) if known is None else known
                 series = at_hand.series.get(metric)
                 if series is None:
                     series = at_hand.series[metric] = histogram.series_locked(at_hand.attrs)
                 index = bisect.bisect_left(histogram.bounds, value)
-                _add(series, index, value, sample.trace_id, sample.span_id, now)
+                _add(series, index, value, trace_id, span_id, now)
 
     def _resolve(
         self,
@@ -371,13 +376,11 @@ class Histograms:
         attributes: Attrs,
         labels: Callable[[tuple[str, ...], Attrs], Attrs],
     ) -> _AtHand:
-        """Labels and series of a span name (lock held; ``labels`` never takes it)."""
-        key = (tags, attributes)
-        at_hand = self._at_hand.get(key)
-        if at_hand is None:
-            at_hand = self._at_hand[key] = _AtHand(labels(tags, attributes))
-            if len(self._at_hand) > MAX_AT_HAND:
-                del self._at_hand[next(iter(self._at_hand))]
+        """Labels and series of a span name not at hand (lock held; ``labels`` never
+        takes it); :meth:`record` looks at hand first."""
+        at_hand = self._at_hand[tags, attributes] = _AtHand(labels(tags, attributes))
+        if len(self._at_hand) > MAX_AT_HAND:
+            del self._at_hand[next(iter(self._at_hand))]
         return at_hand
 
     def inject(

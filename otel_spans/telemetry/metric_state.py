@@ -142,13 +142,25 @@ class MetricsState:
         return tuple(out), admitted
 
     def add(self, deltas: Iterable[CounterDelta]) -> None:
+        """Sum ``deltas`` into their series. A span's deltas come in a row with the
+        same tags, several with the very same attributes too: labels are looked up
+        again only when those change (the budgets, asked the same value twice in a
+        row, would answer and count nothing new)."""
+        memo, sums = self._series_labels, self._sums
+        tags: tuple[str, ...] | None = ()
+        attributes: Attrs | None = None
+        attrs: Attrs = ()
         with self._lock:
             accounted = False
             for delta in deltas:
-                attrs = self.series_labels(delta.tags, delta.attributes)
-                series = self._sums[delta.metric]
-                series[attrs] = series.get(attrs, 0.0) + delta.value
-                if delta.metric in _COST_INPUTS:
+                metric, delta_tags, delta_attributes, value = delta
+                if delta_tags is not tags or delta_attributes is not attributes:
+                    tags, attributes = delta_tags, delta_attributes
+                    known = memo.get((tags, attributes))
+                    attrs = self.series_labels(tags, attributes) if known is None else known
+                series = sums[metric]
+                series[attrs] = series.get(attrs, 0.0) + value
+                if metric in _COST_INPUTS:
                     accounted = self._account(delta) or accounted
             if accounted:
                 self._settle_idle()
@@ -192,11 +204,11 @@ class MetricsState:
     def set_gauges(self, values: Iterable[GaugeValue]) -> None:
         """Replace every gauge series by ``values``: series of exported spans vanish."""
         gauges: dict[str, dict[Attrs, float]] = defaultdict(dict)
-        for value in values:
-            attrs = self.series_labels(value.tags, value.attributes)
-            series = gauges[value.metric]
+        for metric, tags, attributes, value in values:
+            attrs = self.series_labels(tags, attributes)
+            series = gauges[metric]
             # two spans whose names fold into (overflow) add up
-            series[attrs] = series.get(attrs, 0.0) + value.value
+            series[attrs] = series.get(attrs, 0.0) + value
         with self._lock:
             self._gauges = dict(gauges)
 

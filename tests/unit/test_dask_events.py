@@ -59,6 +59,11 @@ def test_each_record_has_its_own_topic_and_action() -> None:
         assert (entry.trace_id, entry.span_id, entry.sampled) == (0, 0, False)
         assert entry.event_name == semconv.LOG_DASK_EVENT
         assert entry.severity_text == semconv.SEVERITY_INFO.text
+        # built field by field (records.log_entry): every field there, in its place
+        assert len(entry) == len(LogEntry._fields)
+        assert (entry.scope, entry.body_length) == ("", 0)
+        assert isinstance(entry.time_ns, int)
+        assert entry.severity_number == semconv.SEVERITY_INFO.number
 
 
 def test_an_unhashable_action_is_logged_not_remembered() -> None:

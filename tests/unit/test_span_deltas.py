@@ -161,3 +161,22 @@ def test_idle_delta_is_dasks_idle_share(seed: int) -> None:
     ]
     assert SpanMetricsTick._idle_delta(root, track_) == expected
     assert track_.reported == reported
+
+
+def test_grown_is_the_growth_of_one_value() -> None:
+    """``snapshots.grown`` (and ``cpu_delta``, which reads with it) is ``growth`` of a
+    mapping of one value: the same growth, the same values remembered."""
+    rng = random.Random(5)
+    seen: dict[Any, float] = {}
+    mirror: dict[Any, float] = {}
+    cpu_seen: dict[Any, float] = {}
+    for _ in range(200):
+        value = rng.choice([0.0, 1.0, 2.5, 7.0, 7.0, rng.uniform(0, 10)])
+        expected = dict(snapshots.growth({("cpu",): value}, mirror)).get(("cpu",), 0.0)
+        assert snapshots.grown(seen, ("cpu",), value) == expected
+        assert seen == mirror
+        deltas = snapshots.cpu_delta(TAGS, cpu_seen, value)
+        assert deltas == (
+            [CounterDelta(semconv.M_SPAN_CPU_AVAILABLE, TAGS, (), expected)] if expected else []
+        )
+        assert cpu_seen == mirror

@@ -26,7 +26,10 @@ span, median [min–max] over the rounds:
   does not add to a thread's CPU time; split into the event loop's per-task hooks,
   the event loop's per-span work (a span's discovery, the poll, the metrics tick,
   update_graph, Dask events), the garbage collections that started inside those
-  calls (:mod:`benchmarks.hook_timer`), and the exporter threads.
+  calls (:mod:`benchmarks.hook_timer`), and the exporter threads;
+* with ``--taskstream``, the per-task reference in place: Dask's ``TaskStreamPlugin``
+  timed the same way in a third process per round (no otel-spans), per task, beside
+  otel-spans' per-task hooks per task.
 
 ``--callgrind`` counts instructions instead (``valgrind --tool=callgrind``, counting
 switched on for the window only; every thread counts, and the window ends once
@@ -39,6 +42,7 @@ Usage::
 
     python -m benchmarks.per_span                    # 5 rounds of 400 workflows
     python -m benchmarks.per_span --rounds 3 --workflows 200
+    python -m benchmarks.per_span --taskstream       # and Dask's TaskStreamPlugin in place
     python -m benchmarks.per_span --callgrind --rounds 2 --workflows 30  # instructions
     python -m benchmarks.per_span --child default --workflows 50   # one process, JSON
 """
@@ -128,6 +132,23 @@ def exporter_threads_ns() -> int:
     return total
 
 
+#: The per-task reference: Dask's own ``TaskStreamPlugin`` (a filter and an append to a
+#: bounded buffer), its ``transition`` timed as otel-spans' hooks are, in the same
+#: workload: what a per-task hook costs in place, between Dask's, the worker's and the
+#: client's code on one loop, where the hooks benchmark calls it in a tight loop.
+TASKSTREAM = "loop: Dask's TaskStreamPlugin"
+
+
+def instrument_taskstream(scheduler: Any) -> HookTimer:
+    from distributed.diagnostics.task_stream import TaskStreamPlugin
+
+    timer = HookTimer()
+    plugin = TaskStreamPlugin(scheduler)  # type: ignore[no-untyped-call]
+    plugin.transition = timer.wrap(TASKSTREAM, plugin.transition)  # type: ignore[method-assign]
+    scheduler.add_plugin(plugin, name="per-span-benchmark-task-stream")
+    return timer
+
+
 def instrument(scheduler: Any) -> HookTimer | None:
     """Time otel-spans' entry points on the event loop (instance attributes: Dask looks
     the hooks up on each call, the periodic callbacks go through the tracker's poll and
@@ -164,7 +185,12 @@ async def settled(scheduler: Any, timeout: float = 60) -> bool:
 
 
 async def run_workflows(
-    config: dict[str, Any], workflows: int, settle: float = SETTLE, warmup: int = WARMUP
+    config: dict[str, Any],
+    workflows: int,
+    settle: float = SETTLE,
+    warmup: int = WARMUP,
+    *,
+    taskstream: bool = False,
 ) -> dict[str, Any]:
     """``workflows`` workflows on a fresh in-process cluster under ``config``: wall, process
     CPU over the workload plus ``settle`` s, and (with otel-spans) its own CPU by part."""
@@ -187,6 +213,7 @@ async def run_workflows(
             if not await settled(cluster.scheduler):
                 raise RuntimeError("otel-spans did not settle after the warm-up")
             timer = None if _UNDER_CALLGRIND else instrument(cluster.scheduler)
+            reference = instrument_taskstream(cluster.scheduler) if taskstream else None
             collections = Collections()
             try:
                 export0 = exporter_threads_ns()
@@ -210,10 +237,13 @@ async def run_workflows(
                     }
                     plugin = cluster.scheduler.plugins["otel-spans"]
                     out["stats"] = {k: plugin.stats()[k]["exported"] for k in ("traces", "logs")}
+                if reference is not None:
+                    out["taskstream"] = reference.reading()[TASKSTREAM]
             finally:
                 collections.close()
-                if timer is not None:
-                    timer.close()
+                for used in (timer, reference):
+                    if used is not None:
+                        used.close()
     return out
 
 
@@ -231,6 +261,10 @@ async def run_child(variant: str, endpoint: str, workflows: int) -> dict[str, An
     # Under callgrind the window ends once everything is exported: a fixed wait would
     # count the idle loop, whose instructions follow the (50× longer) wall time.
     settle = 0.0 if _UNDER_CALLGRIND else SETTLE
+    if variant == "taskstream":
+        config = variant_config("baseline", endpoint)
+        result = await run_workflows(config, workflows, settle, taskstream=True)
+        return {"variant": variant, **result}
     result = await run_workflows(variant_config(variant, endpoint), workflows, settle)
     return {"variant": variant, **result}
 
@@ -314,6 +348,14 @@ def report(results: dict[str, list[dict[str, Any]]], workflows: int) -> str:
     for bucket in buckets:
         values = [r["own"][bucket] / spans * 1e6 for r in runs]
         lines.append(f"| otel-spans' own: {bucket} | {summarise(values)} |")
+    tasks = workflows * TASKS
+    hooks = [r["own"]["loop: per-task hooks"] / tasks * 1e6 for r in runs]
+    lines.append(f"| otel-spans' per-task hooks, µs per task | {summarise(hooks, '{:.1f}')} |")
+    if results.get("taskstream"):
+        reference = [r["taskstream"] / tasks * 1e6 for r in results["taskstream"]]
+        lines.append(
+            f"| Dask's TaskStreamPlugin in place, µs per task | {summarise(reference, '{:.1f}')} |"
+        )
     total = [sum(r["own"].values()) / spans * 1e6 for r in runs]
     lines.append(f"| **otel-spans' own, total** | **{summarise(total)}** |")
     lines.append(f"| wall ratio | {summarise(wall, '{:.3f}')} |")
@@ -329,7 +371,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workflows", type=int, default=400)
-    parser.add_argument("--child", choices=("baseline", "default"))
+    parser.add_argument("--child", choices=("baseline", "default", "taskstream"))
+    parser.add_argument(
+        "--taskstream",
+        action="store_true",
+        help="also run Dask's TaskStreamPlugin in place each round: the per-task reference",
+    )
     parser.add_argument("--endpoint")
     parser.add_argument("--json", help="also write the raw results to this file")
     parser.add_argument(
@@ -347,10 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.callgrind:
         return callgrind_main(args.rounds, args.workflows)
 
-    results: dict[str, list[dict[str, Any]]] = {"baseline": [], "default": []}
+    variants = ["baseline", "default"] + (["taskstream"] if args.taskstream else [])
+    results: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
     with blackhole_collector() as endpoint:
         for r in range(args.rounds):
-            order = ["baseline", "default"] if r % 2 == 0 else ["default", "baseline"]
+            order = variants if r % 2 == 0 else variants[::-1]
             for variant in order:
                 results[variant].append(run_variant(variant, endpoint, args.workflows))
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)

@@ -12,7 +12,6 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMappin
 from itertools import islice, pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from distributed.collections import sum_mappings
 from distributed.metrics import time as _now
 
 from otel_spans import semconv
@@ -61,6 +60,21 @@ def root_of(span: Span) -> Span:
     while span.parent is not None:
         span = span.parent
     return span
+
+
+def tree_spans(span: Span) -> list[Span]:
+    """``span`` and its sub-spans in ``Span.traverse_spans`` order (depth first, a
+    parent before its children), read once by a caller that walks them several times:
+    Dask's walk passes each span up through one generator per level."""
+    if not span.children:
+        return [span]
+    out: list[Span] = []
+    stack = [span]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(reversed(node.children))
+    return out
 
 
 def code_snippets(span: Span, capture: CodeCapture, keep: int) -> tuple[CodeSnippet, ...]:
@@ -261,13 +275,23 @@ def nthreads_intervals(
     return out
 
 
-def tree_metrics(span: Span, active_cpu_seconds: float) -> dict[Any, float]:
+def tree_metrics(
+    span: Span, active_cpu_seconds: float, nodes: list[Span] | None = None
+) -> dict[Any, float]:
     """``Span.cumulative_worker_metrics`` with the tree's ``active_cpu_seconds`` given
     (read once by the caller), computed as Dask's property does: the sum of the tree's
-    own metrics, and the seconds no task accounts for under Dask's idle key."""
-    out: dict[Any, float] = sum_mappings(
-        node._cumulative_worker_metrics for node in span.traverse_spans()
-    )
+    own metrics, and the seconds no task accounts for under Dask's idle key
+    (``nodes``: :func:`tree_spans`, when the caller read them already)."""
+    if nodes is None:
+        nodes = tree_spans(span)
+    out: dict[Any, float] = {}
+    for node in nodes:
+        # Dask's sum_mappings, without its KeyError per first key (most keys here)
+        for key, value in node._cumulative_worker_metrics.items():
+            if key in out:
+                out[key] += value
+            else:
+                out[key] = value
     known = sum(v for k, v in out.items() if k[0] == "execute" and k[-1] == "seconds")
     out[IDLE_KEY] = max(0.0, active_cpu_seconds - known)
     return out
@@ -315,11 +339,13 @@ def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[Sp
     ``limit`` is the longest code snippet kept (``Settings.code_snippet_length``).
     """
     own = span.groups
+    if not own:  # a span with sub-spans alone (a root, often): no computation fed it
+        return ()
+    # Most hold none of its groups: skipped in one comprehension, with no set built.
+    fed = [c for c in list(scheduler.computations) if not own.isdisjoint(c.groups)]
     events = []
-    for computation in list(scheduler.computations):
+    for computation in fed:
         groups = computation.groups
-        if not own or groups.isdisjoint(own):  # most: no set built
-            continue
         shared = len(groups & own)
         attrs: tuple[tuple[str, str | int], ...] = (
             (semconv.DASK_COMPUTATION_ID, str(computation.id)),

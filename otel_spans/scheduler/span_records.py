@@ -150,14 +150,15 @@ def span_record(
     # Dask computes each of stop, thread intervals, CPU made available and the tree's
     # worker metrics by walking the whole subtree (a root with 5,000 sub-spans: tens
     # of ms each; its CPU and metrics compute the intervals again): read once.
-    tree_groups = list(span.traverse_groups())
+    nodes = snapshots.tree_spans(span)
+    tree_groups = [tg for node in nodes for tg in node.groups]
     times = snapshots.tree_times(span, tree_groups)
     stop = times.stop
     groups = tree_groups if full else []
     first, last = start, max(stop, start)
     if groups and group_bounds is not None and not continuation:
         first, last = covering(groups, group_bounds, start, stop, done=snapshot.done)
-    states = _states(span, snapshot.done, finished_of) if full else {}
+    states = _states(span, nodes, snapshot.done, finished_of) if full else {}
     events: tuple[SpanEventRecord, ...] = ()
     if full and not continuation:
         events = snapshots.computation_events(scheduler, span, settings.code_snippet_length)
@@ -169,7 +170,7 @@ def span_record(
     events_dropped = 0
     if snapshot.is_root and snapshot.done:
         intervals = times.intervals
-        tree = snapshots.tree_metrics(span, active_cpu_seconds)
+        tree = snapshots.tree_metrics(span, active_cpu_seconds, nodes)
         busy, idle = snapshots.busy_and_idle(tree)
         analysis = analyse_root(
             span,
@@ -183,6 +184,7 @@ def span_record(
             worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
             memory_of=memory_of or (lambda uuid: None),
             tree_groups=groups if full else None,
+            tree_spans=nodes,
         )
         if full:
             changes, events_dropped = nthreads_events(intervals)
@@ -252,11 +254,11 @@ def covering(
     return first, last
 
 
-def _states(span: Span, done: bool, finished_of: FinishedOf) -> dict[str, int]:
-    """Tasks of the span tree by the final state they reached, plus, on a span exported
-    unfinished, those still pending by state."""
+def _states(span: Span, nodes: list[Span], done: bool, finished_of: FinishedOf) -> dict[str, int]:
+    """Tasks of the span tree (``nodes``) by the final state they reached, plus, on a
+    span exported unfinished, those still pending by state."""
     states: dict[str, int] = {}
-    for node in span.traverse_spans():
+    for node in nodes:
         finished = finished_of(node.id)
         if finished is not None:
             for (_, state), count in finished.items():

@@ -8,6 +8,7 @@ touch the OTel SDK.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
 from itertools import islice, pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -175,14 +176,22 @@ def run_totals(own: Mapping[Any, float], idle: float | None) -> dict[str, float]
     for key, value in list(own.items()):
         if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
             continue
-        prefix = semconv.DASK_SPAN_RUN_PREFIXES.get(str(key[3]))
-        if prefix is not None:
-            name = prefix + semconv.key_part(str(key[2]))
+        name = _run_name(str(key[3]), str(key[2]))
+        if name is not None:
             totals[name] = totals.get(name, 0.0) + value
     if idle is not None:
         name = semconv.DASK_SPAN_RUN_TIME_PREFIX + semconv.key_part(semconv.IDLE_ACTIVITY)
         totals[name] = idle
     return totals
+
+
+@functools.lru_cache(maxsize=1024)
+def _run_name(unit: str, activity: str) -> str | None:
+    """The run-breakdown attribute key of an ``execute`` metric's unit and activity;
+    None for a unit it does not count. Remembered: every export reads the same few
+    activities again, and each key part is built character by character."""
+    prefix = semconv.DASK_SPAN_RUN_PREFIXES.get(unit)
+    return None if prefix is None else prefix + semconv.key_part(activity)
 
 
 def run_shares(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
-from itertools import islice, pairwise
+from itertools import compress, islice, pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distributed.metrics import time as _now
@@ -238,7 +238,7 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
     if groups is None:
         groups = list(span.traverse_groups())
     enqueued = span.enqueued
-    done = all(tg.done for tg in groups)
+    done = all(map(group_done, groups))
     stop = max((tg.stop for tg in groups), default=enqueued) if done else _now()
     if stop < enqueued:
         stop = enqueued
@@ -249,6 +249,17 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
             span._total_nthreads_history, span._total_nthreads_offset, enqueued, stop, done
         )
     return TreeTimes(stop, intervals, sum((t1 - t0) * n for t0, t1, n in intervals))
+
+
+#: Task states that leave ``TaskGroup.done`` true, whatever their count.
+_FINAL_STATES = frozenset({"memory", "erred", "released", "forgotten"})
+
+
+def group_done(tg: TaskGroup) -> bool:
+    """``TaskGroup.done``: every state that counts a task is final. Dask's property
+    walks all its states in a generator; this picks the counted ones in C."""
+    states = tg.states
+    return all(map(_FINAL_STATES.__contains__, compress(states, states.values())))
 
 
 def tree_start(span: Span, groups: list[TaskGroup]) -> float:
@@ -272,6 +283,9 @@ def nthreads_intervals(
         points.append((t if t > enqueued else enqueued, n))
     if not points:
         return []
+    if len(points) == 1 and points[0][0] == enqueued:
+        # The common span: the thread count did not change while it ran.
+        return [(enqueued, stop, points[0][1])] if enqueued < stop else []
     times = sorted({enqueued, stop, *(t for t, _ in points)})
     out = []
     i, threads, last = 0, 0, len(points)

@@ -21,7 +21,7 @@ from otel_spans.records import CodeSnippet, CounterDelta, SpanEventRecord, ns
 
 if TYPE_CHECKING:
     from distributed import Scheduler
-    from distributed.scheduler import TaskGroup
+    from distributed.scheduler import Computation, TaskGroup
     from distributed.spans import Span
 
 #: States reported as a snapshot for spans exported unfinished (at shutdown).
@@ -49,12 +49,26 @@ def span_uuid_of_key(scheduler: Scheduler, key: Any) -> str | None:
     return group.span_id if group is not None and group.span_id else None
 
 
-def submitted_at(scheduler: Scheduler, tg: TaskGroup) -> float | None:
+def submitted_at(
+    scheduler: Scheduler, tg: TaskGroup, fed: list[Computation] | None = None
+) -> float | None:
     """When the client submitted the computation that created ``tg``: the earliest
     start of Dask's recent computations (a bounded deque) holding it; None when none
-    does. O(recent computations), a set lookup each."""
-    starts = [c.start for c in list(scheduler.computations) if tg in c.groups]
+    does. O(recent computations), a set lookup each; O(``fed``) given
+    :func:`fed_by` of the span ``tg`` is in (every computation holding it is there)."""
+    computations = list(scheduler.computations) if fed is None else fed
+    starts = [c.start for c in computations if tg in c.groups]
     return min(starts) if starts else None
+
+
+def fed_by(scheduler: Scheduler, span: Span) -> list[Computation]:
+    """Dask's recent computations that hold any of ``span``'s own task groups, oldest
+    first: read once per export for its computation events and its groups' submission
+    times. Most hold none: skipped in one comprehension, with no set built."""
+    own = span.groups
+    if not own:  # a span with sub-spans alone (a root, often): no computation fed it
+        return []
+    return [c for c in list(scheduler.computations) if not own.isdisjoint(c.groups)]
 
 
 def root_of(span: Span) -> Span:
@@ -356,18 +370,17 @@ def cpu_delta(
     return [CounterDelta(semconv.M_SPAN_CPU_AVAILABLE, tags, (), value)] if value else []
 
 
-def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[SpanEventRecord, ...]:
-    """One event per compute/persist/submit whose task groups fed this span.
+def computation_events(
+    scheduler: Scheduler, span: Span, limit: int, fed: list[Computation] | None = None
+) -> tuple[SpanEventRecord, ...]:
+    """One event per compute/persist/submit whose task groups fed this span
+    (``fed``: :func:`fed_by`, when the caller read it already).
 
     ``limit`` is the longest code snippet kept (``Settings.code_snippet_length``).
     """
     own = span.groups
-    if not own:  # a span with sub-spans alone (a root, often): no computation fed it
-        return ()
-    # Most hold none of its groups: skipped in one comprehension, with no set built.
-    fed = [c for c in list(scheduler.computations) if not own.isdisjoint(c.groups)]
     events = []
-    for computation in fed:
+    for computation in fed_by(scheduler, span) if fed is None else fed:
         groups = computation.groups
         shared = len(groups & own)
         attrs: tuple[tuple[str, str | int], ...] = (

@@ -42,7 +42,7 @@ from otel_spans.scheduler.task_groups import Tally
 
 if TYPE_CHECKING:
     from distributed import Scheduler
-    from distributed.scheduler import TaskGroup
+    from distributed.scheduler import Computation, TaskGroup
     from distributed.spans import Span
 
 #: A Dask span uuid -> its tasks that reached a final state, by (prefix, final state);
@@ -110,6 +110,7 @@ def span_record(
     tally_of: TallyOf | None = None,
     memory_of: MemoryOf | None = None,
     submitted_of: Callable[[TaskGroup], float | None] | None = None,
+    fed: list[Computation] | None = None,
 ) -> SpanExport:
     """The record of one export of ``span``; O(task groups in its subtree).
 
@@ -118,7 +119,8 @@ def span_record(
     ``submitted_of`` gives when a group's computation was submitted (read once per
     tracked group by :meth:`TaskGroups.submitted_at`; else a scan per read).
     With ``group_bounds`` the first export covers its subtree's task-group spans
-    (:func:`covering`).
+    (:func:`covering`). ``fed``: :func:`~otel_spans.scheduler.snapshots.fed_by` of
+    ``span``, when the caller read it already.
     """
     identity = snapshot.identity
     continuation = snapshot.continuation
@@ -161,7 +163,7 @@ def span_record(
     states = _states(span, nodes, snapshot.done, finished_of) if full else {}
     events: tuple[SpanEventRecord, ...] = ()
     if full and not continuation:
-        events = snapshots.computation_events(scheduler, span, settings.code_snippet_length)
+        events = snapshots.computation_events(scheduler, span, settings.code_snippet_length, fed)
     if full:
         events += snapshot.lost_events
     active_cpu_seconds = times.active_cpu_seconds

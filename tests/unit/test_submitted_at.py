@@ -8,6 +8,8 @@ from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
+from otel_spans import semconv
+from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.span_state import SpanIdentity
 from otel_spans.scheduler.task_groups import TaskGroups
@@ -53,3 +55,30 @@ def test_the_earliest_computation_holding_the_group_read_once_per_tracked_group(
     assert groups.submitted_at(lost) is None  # type: ignore[arg-type]
     computations.append(computation(140.0, lost))
     assert groups.submitted_at(lost) is None  # type: ignore[arg-type]
+
+
+def test_the_computations_that_fed_a_span_give_what_the_full_scan_gives() -> None:
+    """An export reads the computations holding its span's groups once
+    (``snapshots.fed_by``); its groups' submission times and computation events from
+    those are what a scan of all of Dask's recent computations gives."""
+    fit, score, other = Group("fit-1"), Group("score-1"), Group("plot-1")
+    computations = deque(
+        [
+            computation(100.0, fit),
+            computation(101.0, other),
+            computation(105.0, fit, score),
+            computation(106.0),
+        ]
+    )
+    for c in computations:
+        c.id, c.code = f"c-{c.start}", []
+    scheduler: Any = SimpleNamespace(computations=computations)
+    span: Any = SimpleNamespace(groups={fit, score})
+    fed = snapshots.fed_by(scheduler, span)
+    assert [c.start for c in fed] == [100.0, 105.0]
+    for tg in (fit, score):
+        assert snapshots.submitted_at(scheduler, tg, fed) == snapshots.submitted_at(scheduler, tg)
+    events = snapshots.computation_events(scheduler, span, 10)
+    assert snapshots.computation_events(scheduler, span, 10, fed) == events
+    assert [dict(e.attributes)[semconv.DASK_COMPUTATION_GROUPS] for e in events] == [1, 2]
+    assert snapshots.fed_by(scheduler, SimpleNamespace(groups=set())) == []

@@ -199,7 +199,7 @@ def root_evidence(
     spilled = unspilled = pause_s = 0.0
     pauses = lost = 0
     for node in root.traverse_spans() if tree_spans is None else tree_spans:
-        name = names[node.id] = clean("/".join(str(t) for t in node.name))
+        name = names[node.id] = clean("/".join(map(str, node.name)))
         own, wrote, read = _execute_digest(node._cumulative_worker_metrics)
         if own:
             spans[name] = own
@@ -273,7 +273,7 @@ def _execute_digest(metrics: Mapping[Any, float]) -> tuple[dict[str, float], flo
     (:func:`~otel_spans.scheduler.memory.disk_bytes`)."""
     seconds: dict[str, float] = {}
     spilled = unspilled = 0.0
-    for key, value in list(metrics.items()):
+    for key, value in metrics.items():
         if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
             continue
         unit = key[3]

@@ -72,8 +72,10 @@ def fed_by(scheduler: Scheduler, span: Span) -> list[Computation]:
 
 
 def root_of(span: Span) -> Span:
-    while span.parent is not None:
-        span = span.parent
+    # Dask's ``parent`` dereferences a weak reference on each read: once per level.
+    parent = span.parent
+    while parent is not None:
+        span, parent = parent, parent.parent
     return span
 
 

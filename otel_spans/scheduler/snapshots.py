@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Set as AbstractSet
 from itertools import compress, islice, pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -54,21 +55,20 @@ def submitted_at(
 ) -> float | None:
     """When the client submitted the computation that created ``tg``: the earliest
     start of Dask's recent computations (a bounded deque) holding it; None when none
-    does. O(recent computations), a set lookup each; O(``fed``) given
-    :func:`fed_by` of the span ``tg`` is in (every computation holding it is there)."""
+    does. O(recent computations), a set lookup each; O(``fed``) given :func:`fed_by`
+    of groups ``tg`` is one of (every computation holding it is there)."""
     computations = list(scheduler.computations) if fed is None else fed
     starts = [c.start for c in computations if tg in c.groups]
     return min(starts) if starts else None
 
 
-def fed_by(scheduler: Scheduler, span: Span) -> list[Computation]:
-    """Dask's recent computations that hold any of ``span``'s own task groups, oldest
-    first: read once per export for its computation events and its groups' submission
-    times. Most hold none: skipped in one comprehension, with no set built."""
-    own = span.groups
-    if not own:  # a span with sub-spans alone (a root, often): no computation fed it
+def fed_by(scheduler: Scheduler, groups: AbstractSet[TaskGroup]) -> list[Computation]:
+    """Dask's recent computations that hold any of ``groups`` (a span's own, or its
+    tree's), oldest first: read once for the span's computation events and its groups'
+    submission times. Most hold none: skipped in one comprehension, no set built."""
+    if not groups:  # a span with sub-spans alone (a root, often): no computation fed it
         return []
-    return [c for c in list(scheduler.computations) if not own.isdisjoint(c.groups)]
+    return [c for c in list(scheduler.computations) if not groups.isdisjoint(c.groups)]
 
 
 def root_of(span: Span) -> Span:
@@ -382,7 +382,7 @@ def computation_events(
     """
     own = span.groups
     events = []
-    for computation in fed_by(scheduler, span) if fed is None else fed:
+    for computation in fed_by(scheduler, own) if fed is None else fed:
         groups = computation.groups
         shared = len(groups & own)
         attrs: tuple[tuple[str, str | int], ...] = (

@@ -91,7 +91,7 @@ class SpanExporter:
         # and its groups' submission times, on the export that carries both.
         fed = None
         if signals.traces_enabled and not track.exports:
-            fed = snapshots.fed_by(self._scheduler, span)
+            fed = snapshots.fed_by(self._scheduler, span.groups)
         record, run_totals, end = span_records.span_record(
             span,
             export_inputs.export_snapshot(
@@ -108,7 +108,7 @@ class SpanExporter:
             finished_of=self._finished_of,
             group_bounds=task_groups.bounds if task_groups is not None else None,
             tally_of=task_groups.tally if task_groups is not None else None,
-            submitted_of=task_groups.submitted_at if task_groups is not None else None,
+            submitted_of=task_groups.submitted_in(span) if task_groups is not None else None,
             memory_of=self._memory_of,
             fed=fed,
         )

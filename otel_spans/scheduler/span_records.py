@@ -116,8 +116,8 @@ def span_record(
 
     Without traces (``full`` false) only what the metrics read is filled in (ids,
     times, CPU, the workflow analysis): the subtree walks feed span attributes alone.
-    ``submitted_of`` gives when a group's computation was submitted (read once per
-    tracked group by :meth:`TaskGroups.submitted_at`; else a scan per read).
+    ``submitted_of`` gives when a group of the tree's computation was submitted (read
+    once per tracked group by :meth:`TaskGroups.submitted_in`; else a scan per read).
     With ``group_bounds`` the first export covers its subtree's task-group spans
     (:func:`covering`). ``fed``: :func:`~otel_spans.scheduler.snapshots.fed_by` of
     ``span``, when the caller read it already.

@@ -46,6 +46,7 @@ from otel_spans.task_records import (
 if TYPE_CHECKING:
     from distributed import Scheduler
     from distributed.scheduler import Computation, TaskGroup, TaskState
+    from distributed.spans import Span
 
 #: Most distinct workers remembered per group (the count saturates there; runs on
 #: other workers are counted in ``dask.task_group.workers_uncounted_runs``).
@@ -165,6 +166,23 @@ class TaskGroups:
         submitted = snapshots.submitted_at(self.scheduler, tg, fed)
         if state is not None:
             state.submitted = submitted or 0.0
+        return submitted
+
+    def submitted_in(self, span: Span) -> Callable[[TaskGroup], float | None]:
+        """:meth:`submitted_at` for the groups of ``span``'s tree (a root's analysis
+        reads each): Dask's recent computations are scanned once for all of them, at
+        the first one not read yet, rather than once for each."""
+        fed: list[Computation] | None = None
+
+        def submitted(tg: TaskGroup) -> float | None:
+            nonlocal fed
+            state = self._groups.get(tg)
+            if state is not None and state.submitted >= 0:
+                return state.submitted or None
+            if fed is None:
+                fed = snapshots.fed_by(self.scheduler, set(span.traverse_groups()))
+            return self.submitted_at(tg, fed)
+
         return submitted
 
     def keep_as_parent(self, key: Any) -> None:

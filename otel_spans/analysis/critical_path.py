@@ -180,6 +180,8 @@ def _inputs_from(task: TaskRun, dep: TaskRun) -> list[Phase]:
 
 def _arrival_ns(dep: TaskRun, task: TaskRun) -> int:
     arrival = dep.end_ns
+    if not task.transfers:  # a group-level step, or a task with local inputs
+        return arrival
     for phase in _inputs_from(task, dep):
         arrival = max(arrival, phase.end_ns)
     return arrival
@@ -206,7 +208,7 @@ def _path_of(workflow: Workflow, chain: list[TaskRun]) -> CriticalPath:
     for task in chain:
         ready = workflow.start_ns if previous is None else previous.end_ns
         inputs = task.transfers if previous is None else _inputs_from(task, previous)
-        transfer = _covered_ns(inputs, ready, task.start_ns)
+        transfer = _covered_ns(inputs, ready, task.start_ns) if inputs else 0
         wait = max(0, task.start_ns - ready - transfer)
         client = 0
         if previous is not None and task.submitted_ns is not None:

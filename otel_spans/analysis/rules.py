@@ -203,8 +203,10 @@ def _held_most(group: GroupEvidence | None) -> tuple[tuple[str, EvidenceValue], 
 
 def spilling(evidence: Evidence, ledger: Ledger) -> Draft | None:
     disk = sum(evidence.activities.get(a, 0.0) for a in SPILL_ACTIVITIES)
+    if disk <= 0:  # most workflows: no busy time summed
+        return None
     busy = evidence.busy_s
-    if disk <= 0 or busy <= 0:
+    if busy <= 0:
         return None
     fraction = min(disk / busy, 1.0)
     subject, kind = _busiest_span(evidence, SPILL_ACTIVITIES), SPAN
@@ -288,8 +290,7 @@ def data_transfer(evidence: Evidence, ledger: Ledger) -> Draft | None:
 
 def gil_contention(evidence: Evidence, ledger: Ledger) -> Draft | None:
     threads = evidence.worker_threads
-    busy = evidence.busy_s
-    if threads < 2 or busy <= 0:
+    if threads < 2:
         return None
     best: tuple[float, str, float, float] | None = None
     for name, acts in evidence.span_activities.items():
@@ -301,7 +302,8 @@ def gil_contention(evidence: Evidence, ledger: Ledger) -> Draft | None:
             continue  # almost no CPU: waiting on I/O, not on the GIL
         if best is None or off > best[0]:
             best = (off, name, cpu, on_thread)
-    if best is None:
+    busy = evidence.busy_s if best is not None else 0.0  # summed only for a candidate
+    if best is None or busy <= 0:
         return None
     off, name, cpu, on_thread = best
     return Draft(

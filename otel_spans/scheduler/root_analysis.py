@@ -104,6 +104,7 @@ def analyse_root(
     worker_threads: int = 0,
     memory_of: MemoryOf = lambda uuid: None,
     tree_groups: Sequence[TaskGroup] | None = None,
+    tree_spans: Sequence[Span] | None = None,
 ) -> WorkflowAnalysis:
     """Critical path, efficiency, bottlenecks and diagnosis of a finished root
     (``stop``, ``intervals``: the root's own, read once; ``metrics_busy`` and
@@ -112,8 +113,8 @@ def analyse_root(
     ``tree_metrics`` that tree's ``cumulative_worker_metrics``; ``tally``: what ran of
     each group, from :meth:`TaskGroups.tally`; ``worker_threads``: most threads of one
     worker; ``memory_of``: the memory ledger of each span of the tree; ``tree_groups``:
-    its groups, when the caller walked the tree already: the tree is walked, and each
-    group's durations read, once).
+    its groups, and ``tree_spans`` its spans, when the caller walked the tree already:
+    the tree is walked, and each group's durations read, once).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
     offered thread-seconds, busy never less than the tasks' compute time."""
@@ -146,6 +147,7 @@ def analyse_root(
         worker_threads=worker_threads,
         memory_of=memory_of,
         tree_groups=list(zip(tree_groups, durations, strict=True)),
+        tree_spans=tree_spans,
     )
     return WorkflowAnalysis(
         sequential_time=sequential,
@@ -184,19 +186,20 @@ def root_evidence(
     memory_of: MemoryOf = lambda uuid: None,
     now: float | None = None,
     tree_groups: Sequence[tuple[TaskGroup, Mapping[str, float]]] | None = None,
+    tree_spans: Sequence[Span] | None = None,
 ) -> Evidence:
     """The diagnosis's evidence of a finished root: O(its groups + its sub-spans'
     own metric keys), on the event loop with the rest of the root's analysis
-    (``tree_groups``: the tree's groups with their ``all_durations``, when read
-    already)."""
+    (``tree_groups``: the tree's groups with their ``all_durations``, and
+    ``tree_spans`` its spans, when read already)."""
     now = time() if now is None else now
     spans: dict[str, dict[str, float]] = {}
     names: dict[str, str] = {}
     ledgers: dict[str, SpanMemory] = {}
     spilled = unspilled = pause_s = 0.0
     pauses = lost = 0
-    for node in root.traverse_spans():
-        name = names[node.id] = clean("/".join(str(t) for t in node.name))
+    for node in root.traverse_spans() if tree_spans is None else tree_spans:
+        name = names[node.id] = clean("/".join(map(str, node.name)))
         own, wrote, read = _execute_digest(node._cumulative_worker_metrics)
         if own:
             spans[name] = own
@@ -270,7 +273,7 @@ def _execute_digest(metrics: Mapping[Any, float]) -> tuple[dict[str, float], flo
     (:func:`~otel_spans.scheduler.memory.disk_bytes`)."""
     seconds: dict[str, float] = {}
     spilled = unspilled = 0.0
-    for key, value in list(metrics.items()):
+    for key, value in metrics.items():
         if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
             continue
         unit = key[3]

@@ -8,11 +8,12 @@ touch the OTel SDK.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
-from itertools import islice, pairwise
+from collections.abc import Set as AbstractSet
+from itertools import compress, islice, pairwise
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from distributed.collections import sum_mappings
 from distributed.metrics import time as _now
 
 from otel_spans import semconv
@@ -21,7 +22,7 @@ from otel_spans.records import CodeSnippet, CounterDelta, SpanEventRecord, ns
 
 if TYPE_CHECKING:
     from distributed import Scheduler
-    from distributed.scheduler import TaskGroup
+    from distributed.scheduler import Computation, TaskGroup
     from distributed.spans import Span
 
 #: States reported as a snapshot for spans exported unfinished (at shutdown).
@@ -49,18 +50,48 @@ def span_uuid_of_key(scheduler: Scheduler, key: Any) -> str | None:
     return group.span_id if group is not None and group.span_id else None
 
 
-def submitted_at(scheduler: Scheduler, tg: TaskGroup) -> float | None:
+def submitted_at(
+    scheduler: Scheduler, tg: TaskGroup, fed: list[Computation] | None = None
+) -> float | None:
     """When the client submitted the computation that created ``tg``: the earliest
     start of Dask's recent computations (a bounded deque) holding it; None when none
-    does. O(recent computations), a set lookup each."""
-    starts = [c.start for c in list(scheduler.computations) if tg in c.groups]
+    does. O(recent computations), a set lookup each; O(``fed``) given :func:`fed_by`
+    of groups ``tg`` is one of (every computation holding it is there)."""
+    computations = list(scheduler.computations) if fed is None else fed
+    starts = [c.start for c in computations if tg in c.groups]
     return min(starts) if starts else None
 
 
+def fed_by(scheduler: Scheduler, groups: AbstractSet[TaskGroup]) -> list[Computation]:
+    """Dask's recent computations that hold any of ``groups`` (a span's own, or its
+    tree's), oldest first: read once for the span's computation events and its groups'
+    submission times. Most hold none: skipped in one comprehension, no set built."""
+    if not groups:  # a span with sub-spans alone (a root, often): no computation fed it
+        return []
+    return [c for c in list(scheduler.computations) if not groups.isdisjoint(c.groups)]
+
+
 def root_of(span: Span) -> Span:
-    while span.parent is not None:
-        span = span.parent
+    # Dask's ``parent`` dereferences a weak reference on each read: once per level.
+    parent = span.parent
+    while parent is not None:
+        span, parent = parent, parent.parent
     return span
+
+
+def tree_spans(span: Span) -> list[Span]:
+    """``span`` and its sub-spans in ``Span.traverse_spans`` order (depth first, a
+    parent before its children), read once by a caller that walks them several times:
+    Dask's walk passes each span up through one generator per level."""
+    if not span.children:
+        return [span]
+    out: list[Span] = []
+    stack = [span]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(reversed(node.children))
+    return out
 
 
 def code_snippets(span: Span, capture: CodeCapture, keep: int) -> tuple[CodeSnippet, ...]:
@@ -161,14 +192,22 @@ def run_totals(own: Mapping[Any, float], idle: float | None) -> dict[str, float]
     for key, value in list(own.items()):
         if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
             continue
-        prefix = semconv.DASK_SPAN_RUN_PREFIXES.get(str(key[3]))
-        if prefix is not None:
-            name = prefix + semconv.key_part(str(key[2]))
+        name = _run_name(str(key[3]), str(key[2]))
+        if name is not None:
             totals[name] = totals.get(name, 0.0) + value
     if idle is not None:
         name = semconv.DASK_SPAN_RUN_TIME_PREFIX + semconv.key_part(semconv.IDLE_ACTIVITY)
         totals[name] = idle
     return totals
+
+
+@functools.lru_cache(maxsize=1024)
+def _run_name(unit: str, activity: str) -> str | None:
+    """The run-breakdown attribute key of an ``execute`` metric's unit and activity;
+    None for a unit it does not count. Remembered: every export reads the same few
+    activities again, and each key part is built character by character."""
+    prefix = semconv.DASK_SPAN_RUN_PREFIXES.get(unit)
+    return None if prefix is None else prefix + semconv.key_part(activity)
 
 
 def run_shares(
@@ -215,7 +254,7 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
     if groups is None:
         groups = list(span.traverse_groups())
     enqueued = span.enqueued
-    done = all(tg.done for tg in groups)
+    done = all(map(group_done, groups))
     stop = max((tg.stop for tg in groups), default=enqueued) if done else _now()
     if stop < enqueued:
         stop = enqueued
@@ -226,6 +265,17 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
             span._total_nthreads_history, span._total_nthreads_offset, enqueued, stop, done
         )
     return TreeTimes(stop, intervals, sum((t1 - t0) * n for t0, t1, n in intervals))
+
+
+#: Task states that leave ``TaskGroup.done`` true, whatever their count.
+_FINAL_STATES = frozenset({"memory", "erred", "released", "forgotten"})
+
+
+def group_done(tg: TaskGroup) -> bool:
+    """``TaskGroup.done``: every state that counts a task is final. Dask's property
+    walks all its states in a generator; this picks the counted ones in C."""
+    states = tg.states
+    return all(map(_FINAL_STATES.__contains__, compress(states, states.values())))
 
 
 def tree_start(span: Span, groups: list[TaskGroup]) -> float:
@@ -249,6 +299,9 @@ def nthreads_intervals(
         points.append((t if t > enqueued else enqueued, n))
     if not points:
         return []
+    if len(points) == 1 and points[0][0] == enqueued:
+        # The common span: the thread count did not change while it ran.
+        return [(enqueued, stop, points[0][1])] if enqueued < stop else []
     times = sorted({enqueued, stop, *(t for t, _ in points)})
     out = []
     i, threads, last = 0, 0, len(points)
@@ -261,13 +314,23 @@ def nthreads_intervals(
     return out
 
 
-def tree_metrics(span: Span, active_cpu_seconds: float) -> dict[Any, float]:
+def tree_metrics(
+    span: Span, active_cpu_seconds: float, nodes: list[Span] | None = None
+) -> dict[Any, float]:
     """``Span.cumulative_worker_metrics`` with the tree's ``active_cpu_seconds`` given
     (read once by the caller), computed as Dask's property does: the sum of the tree's
-    own metrics, and the seconds no task accounts for under Dask's idle key."""
-    out: dict[Any, float] = sum_mappings(
-        node._cumulative_worker_metrics for node in span.traverse_spans()
-    )
+    own metrics, and the seconds no task accounts for under Dask's idle key
+    (``nodes``: :func:`tree_spans`, when the caller read them already)."""
+    if nodes is None:
+        nodes = tree_spans(span)
+    out: dict[Any, float] = {}
+    for node in nodes:
+        # Dask's sum_mappings, without its KeyError per first key (most keys here)
+        for key, value in node._cumulative_worker_metrics.items():
+            if key in out:
+                out[key] += value
+            else:
+                out[key] = value
     known = sum(v for k, v in out.items() if k[0] == "execute" and k[-1] == "seconds")
     out[IDLE_KEY] = max(0.0, active_cpu_seconds - known)
     return out
@@ -309,17 +372,18 @@ def cpu_delta(
     return [CounterDelta(semconv.M_SPAN_CPU_AVAILABLE, tags, (), value)] if value else []
 
 
-def computation_events(scheduler: Scheduler, span: Span, limit: int) -> tuple[SpanEventRecord, ...]:
-    """One event per compute/persist/submit whose task groups fed this span.
+def computation_events(
+    scheduler: Scheduler, span: Span, limit: int, fed: list[Computation] | None = None
+) -> tuple[SpanEventRecord, ...]:
+    """One event per compute/persist/submit whose task groups fed this span
+    (``fed``: :func:`fed_by`, when the caller read it already).
 
     ``limit`` is the longest code snippet kept (``Settings.code_snippet_length``).
     """
     own = span.groups
     events = []
-    for computation in list(scheduler.computations):
+    for computation in fed_by(scheduler, own) if fed is None else fed:
         groups = computation.groups
-        if not own or groups.isdisjoint(own):  # most: no set built
-            continue
         shared = len(groups & own)
         attrs: tuple[tuple[str, str | int], ...] = (
             (semconv.DASK_COMPUTATION_ID, str(computation.id)),

@@ -20,7 +20,7 @@ from distributed.metrics import time
 
 from otel_spans.config import Settings, format_trace_url
 from otel_spans.records import SpanRecord
-from otel_spans.scheduler import export_inputs, span_records
+from otel_spans.scheduler import export_inputs, snapshots, span_records
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.memory import SpanMemory, group_footprint
 from otel_spans.scheduler.profile_fetch import WorkflowProfiles
@@ -87,6 +87,11 @@ class SpanExporter:
         """Export ``span`` now (with its ``task_groups``' groups); the record and when
         this export ends."""
         signals = self._signals
+        # The computations that fed the span, read once for its computation events
+        # and its groups' submission times, on the export that carries both.
+        fed = None
+        if signals.traces_enabled and not track.exports:
+            fed = snapshots.fed_by(self._scheduler, span.groups)
         record, run_totals, end = span_records.span_record(
             span,
             export_inputs.export_snapshot(
@@ -103,8 +108,9 @@ class SpanExporter:
             finished_of=self._finished_of,
             group_bounds=task_groups.bounds if task_groups is not None else None,
             tally_of=task_groups.tally if task_groups is not None else None,
-            submitted_of=task_groups.submitted_at if task_groups is not None else None,
+            submitted_of=task_groups.submitted_in(span) if task_groups is not None else None,
             memory_of=self._memory_of,
+            fed=fed,
         )
         track.run_exported.update(run_totals)
         track.memory.lost_events.clear()
@@ -120,6 +126,7 @@ class SpanExporter:
                 track.identity,
                 span.enqueued,
                 lambda tg: group_footprint(ledger, tg.name, tg.prefix.name, own, now),
+                fed,
             )
         # Exemplars point at this span only when it is exported.
         signals.record_samples(span_records.export_samples(record, track.identity, sampled=sampled))

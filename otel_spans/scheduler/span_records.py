@@ -42,7 +42,7 @@ from otel_spans.scheduler.task_groups import Tally
 
 if TYPE_CHECKING:
     from distributed import Scheduler
-    from distributed.scheduler import TaskGroup
+    from distributed.scheduler import Computation, TaskGroup
     from distributed.spans import Span
 
 #: A Dask span uuid -> its tasks that reached a final state, by (prefix, final state);
@@ -110,15 +110,17 @@ def span_record(
     tally_of: TallyOf | None = None,
     memory_of: MemoryOf | None = None,
     submitted_of: Callable[[TaskGroup], float | None] | None = None,
+    fed: list[Computation] | None = None,
 ) -> SpanExport:
     """The record of one export of ``span``; O(task groups in its subtree).
 
     Without traces (``full`` false) only what the metrics read is filled in (ids,
     times, CPU, the workflow analysis): the subtree walks feed span attributes alone.
-    ``submitted_of`` gives when a group's computation was submitted (read once per
-    tracked group by :meth:`TaskGroups.submitted_at`; else a scan per read).
+    ``submitted_of`` gives when a group of the tree's computation was submitted (read
+    once per tracked group by :meth:`TaskGroups.submitted_in`; else a scan per read).
     With ``group_bounds`` the first export covers its subtree's task-group spans
-    (:func:`covering`).
+    (:func:`covering`). ``fed``: :func:`~otel_spans.scheduler.snapshots.fed_by` of
+    ``span``, when the caller read it already.
     """
     identity = snapshot.identity
     continuation = snapshot.continuation
@@ -150,17 +152,18 @@ def span_record(
     # Dask computes each of stop, thread intervals, CPU made available and the tree's
     # worker metrics by walking the whole subtree (a root with 5,000 sub-spans: tens
     # of ms each; its CPU and metrics compute the intervals again): read once.
-    tree_groups = list(span.traverse_groups())
+    nodes = snapshots.tree_spans(span)
+    tree_groups = [tg for node in nodes for tg in node.groups]
     times = snapshots.tree_times(span, tree_groups)
     stop = times.stop
     groups = tree_groups if full else []
     first, last = start, max(stop, start)
     if groups and group_bounds is not None and not continuation:
         first, last = covering(groups, group_bounds, start, stop, done=snapshot.done)
-    states = _states(span, snapshot.done, finished_of) if full else {}
+    states = _states(span, nodes, snapshot.done, finished_of) if full else {}
     events: tuple[SpanEventRecord, ...] = ()
     if full and not continuation:
-        events = snapshots.computation_events(scheduler, span, settings.code_snippet_length)
+        events = snapshots.computation_events(scheduler, span, settings.code_snippet_length, fed)
     if full:
         events += snapshot.lost_events
     active_cpu_seconds = times.active_cpu_seconds
@@ -169,7 +172,7 @@ def span_record(
     events_dropped = 0
     if snapshot.is_root and snapshot.done:
         intervals = times.intervals
-        tree = snapshots.tree_metrics(span, active_cpu_seconds)
+        tree = snapshots.tree_metrics(span, active_cpu_seconds, nodes)
         busy, idle = snapshots.busy_and_idle(tree)
         analysis = analyse_root(
             span,
@@ -183,6 +186,7 @@ def span_record(
             worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
             memory_of=memory_of or (lambda uuid: None),
             tree_groups=groups if full else None,
+            tree_spans=nodes,
         )
         if full:
             changes, events_dropped = nthreads_events(intervals)
@@ -252,11 +256,11 @@ def covering(
     return first, last
 
 
-def _states(span: Span, done: bool, finished_of: FinishedOf) -> dict[str, int]:
-    """Tasks of the span tree by the final state they reached, plus, on a span exported
-    unfinished, those still pending by state."""
+def _states(span: Span, nodes: list[Span], done: bool, finished_of: FinishedOf) -> dict[str, int]:
+    """Tasks of the span tree (``nodes``) by the final state they reached, plus, on a
+    span exported unfinished, those still pending by state."""
     states: dict[str, int] = {}
-    for node in span.traverse_spans():
+    for node in nodes:
         finished = finished_of(node.id)
         if finished is not None:
             for (_, state), count in finished.items():

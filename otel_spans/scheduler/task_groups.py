@@ -45,7 +45,8 @@ from otel_spans.task_records import (
 
 if TYPE_CHECKING:
     from distributed import Scheduler
-    from distributed.scheduler import TaskGroup, TaskState
+    from distributed.scheduler import Computation, TaskGroup, TaskState
+    from distributed.spans import Span
 
 #: Most distinct workers remembered per group (the count saturates there; runs on
 #: other workers are counted in ``dask.task_group.workers_uncounted_runs``).
@@ -154,17 +155,34 @@ class TaskGroups:
         key = clean(str(state.slowest_key), self.max_length) if state.slowest_key else ""
         return Tally(state.memory + state.erred, state.erred, state.slowest, key)
 
-    def submitted_at(self, tg: TaskGroup) -> float | None:
+    def submitted_at(self, tg: TaskGroup, fed: list[Computation] | None = None) -> float | None:
         """When the computation that made ``tg`` was submitted
         (:func:`~otel_spans.scheduler.snapshots.submitted_at`: a scan of Dask's recent
-        computations), remembered for a tracked group: its record and its root's
-        analysis both read it."""
+        computations, or of ``fed``, those that fed its span), remembered for a tracked
+        group: its record and its root's analysis both read it."""
         state = self._groups.get(tg)
         if state is not None and state.submitted >= 0:
             return state.submitted or None
-        submitted = snapshots.submitted_at(self.scheduler, tg)
+        submitted = snapshots.submitted_at(self.scheduler, tg, fed)
         if state is not None:
             state.submitted = submitted or 0.0
+        return submitted
+
+    def submitted_in(self, span: Span) -> Callable[[TaskGroup], float | None]:
+        """:meth:`submitted_at` for the groups of ``span``'s tree (a root's analysis
+        reads each): Dask's recent computations are scanned once for all of them, at
+        the first one not read yet, rather than once for each."""
+        fed: list[Computation] | None = None
+
+        def submitted(tg: TaskGroup) -> float | None:
+            nonlocal fed
+            state = self._groups.get(tg)
+            if state is not None and state.submitted >= 0:
+                return state.submitted or None
+            if fed is None:
+                fed = snapshots.fed_by(self.scheduler, set(span.traverse_groups()))
+            return self.submitted_at(tg, fed)
+
         return submitted
 
     def keep_as_parent(self, key: Any) -> None:
@@ -328,9 +346,11 @@ class TaskGroups:
         span: SpanIdentity,
         fallback: float,
         footprint: Callable[[TaskGroup], MemoryRecord] | None = None,
+        fed: list[Computation] | None = None,
     ) -> None:
         """Export the not yet exported groups (and their held task spans), each with
-        its ``footprint`` when given."""
+        its ``footprint`` when given (``fed``: the computations that fed their span,
+        :func:`~otel_spans.scheduler.snapshots.fed_by`, when read already)."""
         for tg in groups:
             state = self.group(tg, span)
             held, kept, dropped = self.sampler.flush(tg)
@@ -359,6 +379,6 @@ class TaskGroups:
                     dropped=dropped,
                     max_length=self.max_length,
                     footprint=footprint,
-                    submitted=self.submitted_at(tg) or 0.0,
+                    submitted=self.submitted_at(tg, fed) or 0.0,
                 )
             )

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from distributed.scheduler import TaskGroup
 
 from otel_spans import semconv
 from otel_spans.records import CounterDelta
@@ -131,7 +132,12 @@ class Group:
     """What a span tree's times read of a task group (hashable, like a TaskGroup)."""
 
     def __init__(self, stop: float, done: bool = True):
-        self.stop, self.done, self.start = stop, done, 0.0
+        self.stop, self.start = stop, 0.0
+        self.states = {"memory": 1, "processing": 0 if done else 1}
+
+    @property
+    def done(self) -> bool:
+        return bool(TaskGroup.done.fget(self))  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -8,6 +8,10 @@ from collections import deque
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from otel_spans import semconv
+from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.span_state import SpanIdentity
 from otel_spans.scheduler.task_groups import TaskGroups
@@ -53,3 +57,61 @@ def test_the_earliest_computation_holding_the_group_read_once_per_tracked_group(
     assert groups.submitted_at(lost) is None  # type: ignore[arg-type]
     computations.append(computation(140.0, lost))
     assert groups.submitted_at(lost) is None  # type: ignore[arg-type]
+
+
+def test_the_computations_that_fed_a_span_give_what_the_full_scan_gives() -> None:
+    """An export reads the computations holding its span's groups once
+    (``snapshots.fed_by``); its groups' submission times and computation events from
+    those are what a scan of all of Dask's recent computations gives."""
+    fit, score, other = Group("fit-1"), Group("score-1"), Group("plot-1")
+    computations = deque(
+        [
+            computation(100.0, fit),
+            computation(101.0, other),
+            computation(105.0, fit, score),
+            computation(106.0),
+        ]
+    )
+    for c in computations:
+        c.id, c.code = f"c-{c.start}", []
+    scheduler: Any = SimpleNamespace(computations=computations)
+    span: Any = SimpleNamespace(groups={fit, score})
+    fed = snapshots.fed_by(scheduler, span.groups)
+    assert [c.start for c in fed] == [100.0, 105.0]
+    for tg in (fit, score):
+        assert snapshots.submitted_at(scheduler, tg, fed) == snapshots.submitted_at(scheduler, tg)
+    events = snapshots.computation_events(scheduler, span, 10)
+    assert snapshots.computation_events(scheduler, span, 10, fed) == events
+    assert [dict(e.attributes)[semconv.DASK_COMPUTATION_GROUPS] for e in events] == [1, 2]
+    assert snapshots.fed_by(scheduler, set()) == []
+
+
+def test_a_roots_analysis_reads_its_trees_submissions_from_one_scan() -> None:
+    """``TaskGroups.submitted_in`` gives what ``submitted_at`` gives for each group of
+    the tree, tracked or not, scanning Dask's recent computations once."""
+    fit, score, untracked = Group("fit-1"), Group("score-1"), Group("plot-1")
+    computations = deque(
+        [computation(100.0, fit), computation(101.0), computation(105.0, score, untracked)]
+    )
+    scheduler: Any = SimpleNamespace(computations=computations)
+    groups = TaskGroups(
+        scheduler, submit=lambda record: None, log=None, max_error_stories=0, max_length=100
+    )
+    span = SpanIdentity("uuid", ("train",), trace_id=1, otel_span_id=2, policy=Policy("all"))
+    groups.group(fit, span)  # type: ignore[arg-type]
+    groups.group(score, span)  # type: ignore[arg-type]
+    tree: Any = SimpleNamespace(traverse_groups=lambda: iter([fit, score, untracked]))
+    scans = []
+    fed_by = snapshots.fed_by
+
+    def counted(*args: Any) -> Any:
+        scans.append(args)
+        return fed_by(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(snapshots, "fed_by", counted)
+        submitted = groups.submitted_in(tree)
+        assert [submitted(tg) for tg in (fit, score, untracked)] == [100.0, 105.0, 105.0]
+    assert len(scans) == 1
+    assert groups.submitted_at(fit) == 100.0  # type: ignore[arg-type]
+    assert groups.submitted_at(score) == 105.0  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from distributed.scheduler import ALL_TASK_STATES, TaskGroup, TaskPrefix
 from distributed.spans import Span
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,8 +20,12 @@ class Group:
 
     def __init__(self, stop: float, done: bool, start: float = 0.0):
         self.stop = stop
-        self.done = done
+        self.states = {"memory": 1, "processing": 0 if done else 1}
         self.start = start
+
+    @property
+    def done(self) -> bool:
+        return bool(TaskGroup.done.fget(self))  # type: ignore[attr-defined]
 
 
 def tree(
@@ -96,3 +101,11 @@ def test_tree_start_is_dasks_start(starts: tuple[float, ...], expected: float) -
     root = tree([(90.0, 2)], 0, 100.0, groups)
     assert root.start == expected
     assert snapshots.tree_start(root, list(root.traverse_groups())) == expected
+
+
+@given(st.lists(st.integers(0, 3), min_size=len(ALL_TASK_STATES), max_size=len(ALL_TASK_STATES)))
+def test_group_done_is_dasks_done(counts: list[int]) -> None:
+    """A group is done when every state that counts a task is final, as Dask has it."""
+    tg = TaskGroup("x-1", TaskPrefix("x"))
+    tg.states = dict(zip(sorted(ALL_TASK_STATES), counts, strict=True))
+    assert snapshots.group_done(tg) is tg.done

@@ -1,7 +1,7 @@
 """What the tracker hands on about a Dask span: its identity, its workflow, an export.
 
 :class:`~otel_spans.scheduler.tracking.SpanTracker` decides *when*; these functions
-say *what*, from the settings and the callers' contexts: the :class:`SpanIdentity` a
+say *what*, from the settings and the callers' contexts: the :class:`TrackedSpan` a
 span gets when first seen (its trace, sampling, task policy and fixed metric labels),
 its workflow's attributes, and the :class:`ExportSnapshot` each export is built from.
 Kept apart so that the tracker's module holds the lifecycle alone.
@@ -23,16 +23,15 @@ from otel_spans.records import AttrValue
 from otel_spans.scheduler import memory, snapshots, span_state
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.span_records import ExportSnapshot
-from otel_spans.scheduler.span_state import SpanIdentity, TrackedSpan
+from otel_spans.scheduler.span_state import TrackedSpan
 
 if TYPE_CHECKING:
     from distributed.spans import Span
 
 
-def identity_of(
-    span: Span, root: Span, settings: Settings, callers: CallerContexts
-) -> SpanIdentity:
-    """Who ``span`` (under ``root``) is for the rest of its life: fixed when first seen."""
+def track_of(span: Span, root: Span, settings: Settings, callers: CallerContexts) -> TrackedSpan:
+    """What is remembered of ``span`` (under ``root``) from when it is first seen: who it
+    is for the rest of its life (its :class:`SpanIdentity`), fixed now."""
     limit = settings.max_attribute_length
     tags = tuple([clean(str(tag), limit) for tag in span.name])
     caller = callers.get(root.id)
@@ -44,7 +43,7 @@ def identity_of(
         trace_id = _workflow_trace_id(root.id)
     # One decision per trace, the workers' too (otel_spans.sampler).
     sampled = settings.traces.sampler.sampled(trace_id, parent_flags)
-    return SpanIdentity(
+    return TrackedSpan(
         span.id,
         tags,
         trace_id,
@@ -52,6 +51,7 @@ def identity_of(
         span_state.task_policy(settings.traces.tasks, tags),
         sampled=sampled,
         labels=metric_labels(root.id, settings, callers),
+        is_root=root is span,
     )
 
 
@@ -96,7 +96,7 @@ def export_snapshot(
         footprint=memory.span_footprint(
             track.memory, span._cumulative_worker_metrics, is_root=track.is_root, now=time()
         ),
-        lost_events=tuple(track.memory.lost_events),
+        lost_events=track.memory.lost_events,
     )
 
 

@@ -56,8 +56,10 @@ class SpanMemory:
     paused: dict[str, tuple[float, tuple[str, ...]]] = field(default_factory=dict)
     workers_lost: int = 0
     groups: dict[str, GroupMemory] = field(default_factory=dict)
-    #: ``dask.worker.lost`` events for the next export (at most ``MAX_LOST_EVENTS``).
-    lost_events: list[SpanEventRecord] = field(default_factory=list)
+    #: ``dask.worker.lost`` events for the next export (at most ``MAX_LOST_EVENTS``): a
+    #: tuple, grown by copying, since nearly every span has none and a list per span
+    #: would be one more object for the garbage collector to walk.
+    lost_events: tuple[SpanEventRecord, ...] = ()
     #: Lost-worker events left out beyond ``MAX_LOST_EVENTS``.
     lost_events_dropped: int = 0
     #: The root's ledger, whose tree counters this span's tasks feed (itself on a root);
@@ -76,7 +78,7 @@ class SpanMemory:
 
     def add_lost_event(self, event: SpanEventRecord) -> None:
         if len(self.lost_events) < MAX_LOST_EVENTS:
-            self.lost_events.append(event)
+            self.lost_events += (event,)
         else:
             self.lost_events_dropped += 1
 

@@ -107,7 +107,7 @@ class SpanExporter:
             memory_of=self._memory_of,
         )
         track.run_exported.update(run_totals)
-        track.memory.lost_events.clear()
+        track.memory.lost_events = ()
         sampled = track.identity.sampled
         if sampled:
             signals.submit_span(record)

@@ -44,6 +44,7 @@ from otel_spans.scheduler.span_state import (
     ReleasedSpans,
     SpanIdentity,
     TrackedSpan,
+    finished_key,
 )
 from otel_spans.scheduler.task_groups import TaskGroups
 from otel_spans.telemetry.signals import Signals
@@ -216,13 +217,14 @@ class SpanTracker:
     def _track(self, span: Span) -> TrackedSpan:
         track = self._known(span.id)
         if track is None:
-            root = snapshots.root_of(span)
-            identity = export_inputs.identity_of(span, root, self._settings, self.callers)
-            track = self.tracks[span.id] = TrackedSpan(identity=identity, is_root=root is span)
+            track = export_inputs.track_of(
+                span, snapshots.root_of(span), self._settings, self.callers
+            )
+            self.tracks[span.id] = track
             self.open[span.id] = span
             self.live[span.id] = span
-            if root is span:
-                self.exporter.started(span, identity)
+            if track.is_root:
+                self.exporter.started(span, track)
         return track
 
     # -- transitions (hot path) -------------------------------------------------------------
@@ -253,7 +255,7 @@ class SpanTracker:
                 ts, start, finish, kwargs, identity, compute
             )
         prefix = ts.group.prefix.name
-        counter = (prefix, finish)
+        counter = finished_key(prefix, finish)
         track.finished[counter] = track.finished.get(counter, 0) + 1
         if finish == "memory":
             track.output[prefix] = track.output.get(prefix, 0) + (kwargs.get("nbytes") or 0)

@@ -17,13 +17,14 @@ from otel_spans.records import LogEntry
 from otel_spans.scheduler import memory, worker_memory
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.span_state import SpanIdentity, TrackedSpan
+from otel_spans.scheduler.span_state import TrackedSpan
 from otel_spans.telemetry.traces import GROUP_MEMORY, SPAN_MEMORY, memory_attributes
 
 
 def track(uuid: str, *tags: str) -> TrackedSpan:
-    identity = SpanIdentity(uuid, tags, trace_id=7, otel_span_id=int(uuid, 16), policy=Policy())
-    return TrackedSpan(identity=identity, is_root=len(tags) == 1)
+    return TrackedSpan(
+        uuid, tags, trace_id=7, otel_span_id=int(uuid, 16), policy=Policy(), is_root=len(tags) == 1
+    )
 
 
 def test_peak_is_the_most_held_at_once_for_span_group_and_tree() -> None:

@@ -112,15 +112,34 @@ class TrackedSpan(SpanIdentity):
     run_exported: dict[str, float] = field(default_factory=dict)
     #: Results held, pauses and lost workers of its own tasks (scheduler/memory.py).
     memory: SpanMemory = field(default_factory=SpanMemory)
-    #: prefix -> the duration histogram's series its successful tasks go to, resolved
-    #: at the prefix's first task (the labels are hashed once, not per task); emptied
-    #: when another copy's histogram takes over (``SpanTracker.inherit``).
+    #: The duration histogram's series its successful tasks go to, resolved at a
+    #: prefix's first task (the labels are hashed once, not per task): the first
+    #: prefix's inline (a span of one prefix fills no dict), the others' by prefix.
+    series_prefix: str | None = None
+    series: Series | None = None
     duration_series: dict[str, Series] = field(default_factory=dict)
 
     @property
     def identity(self) -> SpanIdentity:
         """Tags, trace id, OTel span id of the first export, sampling policy."""
         return self
+
+    def series_of(self, prefix: str) -> Series | None:
+        """The duration histogram's series of ``prefix``, if resolved."""
+        if prefix == self.series_prefix:
+            return self.series
+        return self.duration_series.get(prefix)
+
+    def keep_series(self, prefix: str, series: Series) -> None:
+        if self.series_prefix is None:
+            self.series_prefix, self.series = prefix, series
+        else:
+            self.duration_series[prefix] = series
+
+    def forget_series(self) -> None:
+        """Another copy's histogram takes over (``SpanTracker.inherit``)."""
+        self.series_prefix = self.series = None
+        self.duration_series = {}
 
 
 def finished_key(prefix: str, state: str) -> tuple[str, str]:

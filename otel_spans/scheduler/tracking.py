@@ -167,7 +167,7 @@ class SpanTracker:
         by this copy, and new work in one of them goes out as a continuation."""
         self.tracks.update(old.tracks)  # in place: the callers hold this dict
         for track in self.tracks.values():
-            track.duration_series = {}  # the old copy's histogram: this one has its own
+            track.forget_series()  # the old copy's histogram: this one has its own
         self.released.update(old.released)
         self._discovered = max(self._discovered, old._discovered)
         self.callers.inherit(old.callers)
@@ -264,11 +264,10 @@ class SpanTracker:
         # The compute time into the duration histogram (a task that raised too, under
         # its error.type); an exemplar when the task has a span.
         if finish == "memory":
-            series = track.duration_series.get(prefix)
+            series = track.series_of(prefix)
             if series is None:
-                series = track.duration_series[prefix] = self._signals.task_series(
-                    identity.tags, identity.labels, prefix
-                )
+                series = self._signals.task_series(identity.tags, identity.labels, prefix)
+                track.keep_series(prefix, series)
             self._signals.task_durations.record_in(series, compute, identity.trace_id, task_span_id)
         elif start == "processing":
             self._signals.record_task_duration(

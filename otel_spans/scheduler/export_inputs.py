@@ -82,7 +82,7 @@ def export_snapshot(
         if origin is not None and track.is_root:
             client, user = origin.client, origin.user
     return ExportSnapshot(
-        identity=track.identity,
+        identity=track,
         is_root=track.is_root,
         done=done,
         continuation=continuation,

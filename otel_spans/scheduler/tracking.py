@@ -212,17 +212,16 @@ class SpanTracker:
         if undiscovered <= 0 or uuid not in islice(reversed(ext.spans), undiscovered):  # type: ignore[union-attr]
             self.released.late += reopen  # discovered, released and evicted since
             return None
-        return self._track(span)
+        return self._track(span, known=False)
 
-    def _track(self, span: Span) -> TrackedSpan:
-        track = self._known(span.id)
+    def _track(self, span: Span, *, known: bool = True) -> TrackedSpan:
+        """``span``'s track, made if new (``known``: it may be tracked or released)."""
+        track = self._known(span.id) if known else None
         if track is None:
-            track = export_inputs.track_of(
-                span, snapshots.root_of(span), self._settings, self.callers
-            )
+            root = snapshots.root_of(span)
+            track = export_inputs.track_of(span, root, self._settings, self.callers)
             self.tracks[span.id] = track
-            self.open[span.id] = span
-            self.live[span.id] = span
+            self.open[span.id] = self.live[span.id] = span
             if track.is_root:
                 self.exporter.started(span, track)
         return track
@@ -248,7 +247,7 @@ class SpanTracker:
         compute: float,
     ) -> None:
         """A task of ``track`` reached memory (having computed) or erred."""
-        identity = track.identity
+        identity: SpanIdentity = track  # what its task groups and runs keep of it
         task_span_id = 0
         if self.task_groups is not None:
             task_span_id = self.task_groups.task_finished(
@@ -289,7 +288,7 @@ class SpanTracker:
                 memory.root = memory
             else:
                 ext = self.extension()
-                span = ext.spans.get(track.identity.uuid) if ext is not None else None
+                span = ext.spans.get(track.uuid) if ext is not None else None
                 root = self.track_uuid(snapshots.root_of(span).id, reopen=False) if span else None
                 memory.root = root.memory if root is not None else None
         nbytes = ts.nbytes if ts.nbytes > 0 else 0

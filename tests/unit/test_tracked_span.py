@@ -5,7 +5,10 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from otel_spans.scheduler.memory import MAX_LOST_EVENTS
+import pytest
+
+from otel_spans.scheduler import memory
+from otel_spans.scheduler.memory import MAX_LOST_EVENTS, SpanMemory
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.span_state import TrackedSpan, finished_key
 
@@ -53,3 +56,15 @@ def test_lost_events_are_bounded() -> None:
         memory.add_lost_event(event)
     assert memory.lost_events == tuple(events[:MAX_LOST_EVENTS])
     assert memory.lost_events_dropped == 2
+
+
+def test_the_first_group_inline_the_others_by_name_at_most_max_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(memory, "MAX_GROUPS", 3)
+    ledger = SpanMemory()
+    kept = [ledger.group(f"g{i}") for i in range(5)]
+    assert [g is not None for g in kept] == [True, True, True, False, False]
+    assert ledger.first is kept[0] and ledger.group_of("g0") is kept[0]
+    assert ledger.group_of("g2") is kept[2] and ledger.group_of("g3") is None
+    assert list(ledger.groups) == ["g1", "g2"]

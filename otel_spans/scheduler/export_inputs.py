@@ -11,7 +11,6 @@ Runs on the scheduler's event loop; never keeps a reference to a Dask object.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 from distributed.metrics import time
@@ -55,11 +54,25 @@ def track_of(span: Span, root: Span, settings: Settings, callers: CallerContexts
     )
 
 
-@functools.lru_cache(maxsize=64)
 def _workflow_trace_id(root_uuid: str) -> int:
     """:func:`ids.workflow_trace_id`, remembered: a workflow's spans are discovered
-    together, and each would hash its root's uuid again."""
-    return ids.workflow_trace_id(root_uuid)
+    together, and each would hash its root's uuid again.
+
+    In a dict of strings and ints, which the garbage collector does not track, rather
+    than an LRU cache, whose cells it does (one more object per workflow for every full
+    collection to walk); cleared when full, as a workflow's spans come together.
+    """
+    trace_id = _trace_ids.get(root_uuid)
+    if trace_id is None:
+        if len(_trace_ids) >= _MAX_TRACE_IDS:
+            _trace_ids.clear()
+        trace_id = _trace_ids[root_uuid] = ids.workflow_trace_id(root_uuid)
+    return trace_id
+
+
+#: Root uuid -> its trace id, for :func:`_workflow_trace_id`.
+_trace_ids: dict[str, int] = {}
+_MAX_TRACE_IDS = 64
 
 
 def export_snapshot(

@@ -69,7 +69,7 @@ class TraceSampler:
         (its parent); None for a workflow that starts its own trace (no caller, or a
         caller it only links to: links do not decide, as in the SDK).
         """
-        if self.parent_based and parent_flags is not None:
+        if parent_flags is not None and self.parent_based:
             return bool(parent_flags & 1)
         root = self.name.removeprefix("parentbased_")
         if root == "always_on":

@@ -1,7 +1,7 @@
 """What the tracker hands on about a Dask span: its identity, its workflow, an export.
 
 :class:`~otel_spans.scheduler.tracking.SpanTracker` decides *when*; these functions
-say *what*, from the settings and the callers' contexts: the :class:`SpanIdentity` a
+say *what*, from the settings and the callers' contexts: the :class:`TrackedSpan` a
 span gets when first seen (its trace, sampling, task policy and fixed metric labels),
 its workflow's attributes, and the :class:`ExportSnapshot` each export is built from.
 Kept apart so that the tracker's module holds the lifecycle alone.
@@ -11,7 +11,6 @@ Runs on the scheduler's event loop; never keeps a reference to a Dask object.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 from distributed.metrics import time
@@ -23,16 +22,15 @@ from otel_spans.records import AttrValue
 from otel_spans.scheduler import memory, snapshots, span_state
 from otel_spans.scheduler.callers import CallerContexts
 from otel_spans.scheduler.span_records import ExportSnapshot
-from otel_spans.scheduler.span_state import SpanIdentity, TrackedSpan
+from otel_spans.scheduler.span_state import TrackedSpan
 
 if TYPE_CHECKING:
     from distributed.spans import Span
 
 
-def identity_of(
-    span: Span, root: Span, settings: Settings, callers: CallerContexts
-) -> SpanIdentity:
-    """Who ``span`` (under ``root``) is for the rest of its life: fixed when first seen."""
+def track_of(span: Span, root: Span, settings: Settings, callers: CallerContexts) -> TrackedSpan:
+    """What is remembered of ``span`` (under ``root``) from when it is first seen: who it
+    is for the rest of its life (its :class:`SpanIdentity`), fixed now."""
     limit = settings.max_attribute_length
     tags = tuple([clean(str(tag), limit) for tag in span.name])
     caller = callers.get(root.id)
@@ -44,7 +42,7 @@ def identity_of(
         trace_id = _workflow_trace_id(root.id)
     # One decision per trace, the workers' too (otel_spans.sampler).
     sampled = settings.traces.sampler.sampled(trace_id, parent_flags)
-    return SpanIdentity(
+    return TrackedSpan(
         span.id,
         tags,
         trace_id,
@@ -52,14 +50,29 @@ def identity_of(
         span_state.task_policy(settings.traces.tasks, tags),
         sampled=sampled,
         labels=metric_labels(root.id, settings, callers),
+        is_root=root is span,
     )
 
 
-@functools.lru_cache(maxsize=64)
 def _workflow_trace_id(root_uuid: str) -> int:
     """:func:`ids.workflow_trace_id`, remembered: a workflow's spans are discovered
-    together, and each would hash its root's uuid again."""
-    return ids.workflow_trace_id(root_uuid)
+    together, and each would hash its root's uuid again.
+
+    In a dict of strings and ints, which the garbage collector does not track, rather
+    than an LRU cache, whose cells it does (one more object per workflow for every full
+    collection to walk); cleared when full, as a workflow's spans come together.
+    """
+    trace_id = _trace_ids.get(root_uuid)
+    if trace_id is None:
+        if len(_trace_ids) >= _MAX_TRACE_IDS:
+            _trace_ids.clear()
+        trace_id = _trace_ids[root_uuid] = ids.workflow_trace_id(root_uuid)
+    return trace_id
+
+
+#: Root uuid -> its trace id, for :func:`_workflow_trace_id`.
+_trace_ids: dict[str, int] = {}
+_MAX_TRACE_IDS = 64
 
 
 def export_snapshot(
@@ -82,7 +95,7 @@ def export_snapshot(
         if origin is not None and track.is_root:
             client, user = origin.client, origin.user
     return ExportSnapshot(
-        identity=track.identity,
+        identity=track,
         is_root=track.is_root,
         done=done,
         continuation=continuation,
@@ -96,7 +109,7 @@ def export_snapshot(
         footprint=memory.span_footprint(
             track.memory, span._cumulative_worker_metrics, is_root=track.is_root, now=time()
         ),
-        lost_events=tuple(track.memory.lost_events),
+        lost_events=track.memory.lost_events,
     )
 
 

@@ -55,19 +55,36 @@ class SpanMemory:
     #: Pauses under way: worker address -> (when it paused, the groups it overlapped).
     paused: dict[str, tuple[float, tuple[str, ...]]] = field(default_factory=dict)
     workers_lost: int = 0
+    #: Its task groups' memory (at most ``MAX_GROUPS``, see :meth:`group_of`): the first
+    #: group's inline, since a span of one group then fills no dict the garbage
+    #: collector would track, and the others' by name.
+    first_group: str | None = None
+    first: GroupMemory | None = None
     groups: dict[str, GroupMemory] = field(default_factory=dict)
-    #: ``dask.worker.lost`` events for the next export (at most ``MAX_LOST_EVENTS``).
-    lost_events: list[SpanEventRecord] = field(default_factory=list)
+    #: ``dask.worker.lost`` events for the next export (at most ``MAX_LOST_EVENTS``): a
+    #: tuple, grown by copying, since nearly every span has none and a list per span
+    #: would be one more object for the garbage collector to walk.
+    lost_events: tuple[SpanEventRecord, ...] = ()
     #: Lost-worker events left out beyond ``MAX_LOST_EVENTS``.
     lost_events_dropped: int = 0
     #: The root's ledger, whose tree counters this span's tasks feed (itself on a root);
     #: None until the first task of the span held something.
     root: SpanMemory | None = None
 
+    def group_of(self, name: str) -> GroupMemory | None:
+        """The memory of its task group ``name``; None while none is kept."""
+        return self.first if name == self.first_group else self.groups.get(name)
+
     def group(self, name: str) -> GroupMemory | None:
-        group = self.groups.get(name)
-        if group is None and len(self.groups) < MAX_GROUPS:
-            group = self.groups[name] = GroupMemory()
+        """The memory of its task group ``name``, kept from now on unless ``MAX_GROUPS``
+        are kept already."""
+        group = self.group_of(name)
+        if group is None:
+            if self.first is None:
+                self.first_group, group = name, GroupMemory()
+                self.first = group
+            elif len(self.groups) < MAX_GROUPS - 1:
+                group = self.groups[name] = GroupMemory()
         return group
 
     def pause_seconds_at(self, now: float) -> float:
@@ -76,7 +93,7 @@ class SpanMemory:
 
     def add_lost_event(self, event: SpanEventRecord) -> None:
         if len(self.lost_events) < MAX_LOST_EVENTS:
-            self.lost_events.append(event)
+            self.lost_events += (event,)
         else:
             self.lost_events_dropped += 1
 
@@ -89,7 +106,7 @@ def held_changed(memory: SpanMemory, group: str, delta: int) -> None:
     memory.held = held = held if held > 0 else 0
     if held > memory.peak:
         memory.peak = held
-    state = memory.groups.get(group)
+    state = memory.first if group == memory.first_group else memory.groups.get(group)
     if state is None:
         state = memory.group(group)
     if state is not None:
@@ -125,7 +142,7 @@ def resumed(memory: SpanMemory, worker: str, now: float) -> None:
     seconds = max(now - started[0], 0.0)
     memory.pause_seconds += seconds
     for name in started[1]:
-        state = memory.groups.get(name)
+        state = memory.group_of(name)
         if state is not None:
             state.pause_seconds += seconds
 
@@ -177,7 +194,7 @@ def group_footprint(
 ) -> MemoryRecord:
     """The memory record of one task group of the span (disk bytes: its prefix's in
     the span, which Dask's metrics do not split further)."""
-    state = memory.groups.get(name) or GroupMemory()
+    state = memory.group_of(name) or GroupMemory()
     ongoing = sum(max(now - t, 0.0) for t, groups in memory.paused.values() if name in groups)
     spilled, unspilled = disk_bytes(own, prefix)
     return MemoryRecord(

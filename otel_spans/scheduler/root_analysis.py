@@ -217,7 +217,7 @@ def root_evidence(
     for tg, group_durations in tree_groups:
         span_id = str(tg.span_id or "")
         ledger = ledgers.get(span_id)
-        held = ledger.groups.get(tg.name) if ledger is not None else None
+        held = ledger.group_of(tg.name) if ledger is not None else None
         counts = tally(tg)
         durations = {str(k): float(v) for k, v in group_durations.items()}
         runs = counts.runs if counts else 0

@@ -113,8 +113,8 @@ class SpanExporter:
             fed=fed,
         )
         track.run_exported.update(run_totals)
-        track.memory.lost_events.clear()
-        sampled = track.identity.sampled
+        track.memory.lost_events = ()
+        sampled = track.sampled
         if sampled:
             signals.submit_span(record)
         else:  # parent-based sampling: the caller's trace is not sampled
@@ -123,15 +123,15 @@ class SpanExporter:
             own, ledger, now = span._cumulative_worker_metrics, track.memory, time()
             task_groups.export_groups(
                 list(span.groups),
-                track.identity,
+                track,
                 span.enqueued,
                 lambda tg: group_footprint(ledger, tg.name, tg.prefix.name, own, now),
                 fed,
             )
         # Exemplars point at this span only when it is exported.
-        signals.record_samples(span_records.export_samples(record, track.identity, sampled=sampled))
+        signals.record_samples(span_records.export_samples(record, track, sampled=sampled))
         if done and track.is_root:
-            self.finished_roots.append(FinishedRoot.of(record, track.identity, sampled=sampled))
+            self.finished_roots.append(FinishedRoot.of(record, track, sampled=sampled))
             if record.analysis is not None:
                 signals.submit_log(span_records.diagnosis_log_of(record))
             if sampled and self.profiles is not None:

@@ -2,9 +2,10 @@
 
 One :class:`TrackedSpan` per Dask span the scheduler has seen, owned by
 :class:`~otel_spans.scheduler.tracking.SpanTracker` (Dask's ``Span`` stays the
-read-only view of the extension's state); its :class:`SpanIdentity`, which its task
-groups and runs carry too; :class:`FinishedRoot` for the workflows page; and how a
-span's identity (sampling policy, metric labels) is fixed when it is first seen.
+read-only view of the extension's state), a :class:`SpanIdentity` (the part its task
+groups and runs carry too) and the span's lifecycle; :class:`FinishedRoot` for the
+workflows page; and how a span's identity (sampling policy, metric labels) is fixed
+when it is first seen.
 """
 
 from __future__ import annotations
@@ -74,12 +75,17 @@ class FinishedRoot(NamedTuple):
         )
 
 
-@dataclass(slots=True)
-class TrackedSpan:
-    """What otel-spans remembers of one Dask span (one small object per span)."""
+@dataclass(slots=True, kw_only=True)
+class TrackedSpan(SpanIdentity):
+    """What otel-spans remembers of one Dask span: its identity (inherited: the part its
+    task groups and runs carry too), and its lifecycle.
 
-    #: Tags, trace id, OTel span id of the first export, sampling policy.
-    identity: SpanIdentity
+    One object rather than a track holding an identity: every object that lives as long
+    as a span is walked by each of the garbage collector's full collections (and counts
+    towards the next), so a span's state is kept in as few objects as reads well. An
+    empty dict is not tracked by the collector until it holds an object it tracks.
+    """
+
     is_root: bool
     #: How many times the span was exported so far.
     exports: int = 0
@@ -93,7 +99,7 @@ class TrackedSpan:
     done_since: float | None = None
     #: When the span was last exported as done; metrics settle from there.
     exported_at: float | None = None
-    #: (prefix, final state) -> tasks that reached it.
+    #: (prefix, final state) -> tasks that reached it; keyed by :func:`finished_key`.
     finished: dict[tuple[str, str], int] = field(default_factory=dict)
     #: prefix -> bytes of outputs produced.
     output: dict[str, int] = field(default_factory=dict)
@@ -106,23 +112,60 @@ class TrackedSpan:
     run_exported: dict[str, float] = field(default_factory=dict)
     #: Results held, pauses and lost workers of its own tasks (scheduler/memory.py).
     memory: SpanMemory = field(default_factory=SpanMemory)
-    #: prefix -> the duration histogram's series its successful tasks go to, resolved
-    #: at the prefix's first task (the labels are hashed once, not per task); emptied
-    #: when another copy's histogram takes over (``SpanTracker.inherit``).
+    #: The duration histogram's series its successful tasks go to, resolved at a
+    #: prefix's first task (the labels are hashed once, not per task): the first
+    #: prefix's inline (a span of one prefix fills no dict), the others' by prefix.
+    series_prefix: str | None = None
+    series: Series | None = None
     duration_series: dict[str, Series] = field(default_factory=dict)
 
     @property
-    def tags(self) -> tuple[str, ...]:
-        return self.identity.tags
+    def identity(self) -> SpanIdentity:
+        """Tags, trace id, OTel span id of the first export, sampling policy."""
+        return self
 
-    @property
-    def trace_id(self) -> int:
-        return self.identity.trace_id
+    def series_of(self, prefix: str) -> Series | None:
+        """The duration histogram's series of ``prefix``, if resolved."""
+        if prefix == self.series_prefix:
+            return self.series
+        return self.duration_series.get(prefix)
 
-    @property
-    def otel_span_id(self) -> int:
-        """OTel span id of the first export (tasks and exemplars point here)."""
-        return self.identity.otel_span_id
+    def keep_series(self, prefix: str, series: Series) -> None:
+        if self.series_prefix is None:
+            self.series_prefix, self.series = prefix, series
+        else:
+            self.duration_series[prefix] = series
+
+    def forget_series(self) -> None:
+        """Another copy's histogram takes over (``SpanTracker.inherit``)."""
+        self.series_prefix = self.series = None
+        self.duration_series = {}
+
+
+def finished_key(prefix: str, state: str) -> tuple[str, str]:
+    """The key of :attr:`TrackedSpan.finished` for tasks of ``prefix`` that reached
+    ``state``: the same tuple for every span.
+
+    The collector stops tracking a tuple of strings once it has seen it, and a dict whose
+    keys and values it does not track is not tracked either: with a fresh tuple per span,
+    each span's counts would be one more object for every full collection to walk.
+    """
+    keys = _finished_keys.get(state)
+    if keys is None:
+        keys = _finished_keys[state] = {}
+    key = keys.get(prefix)
+    if key is None:
+        if len(keys) >= _MAX_FINISHED_KEYS:  # prefixes of a long-lived cluster
+            keys.clear()
+        key = keys[prefix] = (prefix, state)
+    return key
+
+
+#: Final state -> prefix -> its key in :attr:`TrackedSpan.finished`, shared by every
+#: span of every scheduler in the process.
+_finished_keys: dict[str, dict[str, tuple[str, str]]] = {}
+#: Most prefixes whose keys are remembered per final state (cleared beyond).
+_MAX_FINISHED_KEYS = 4_096
 
 
 def task_policy(tasks: TaskSettings, tags: tuple[str, ...]) -> Policy:

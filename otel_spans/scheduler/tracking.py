@@ -44,6 +44,7 @@ from otel_spans.scheduler.span_state import (
     ReleasedSpans,
     SpanIdentity,
     TrackedSpan,
+    finished_key,
 )
 from otel_spans.scheduler.task_groups import TaskGroups
 from otel_spans.telemetry.signals import Signals
@@ -166,7 +167,7 @@ class SpanTracker:
         by this copy, and new work in one of them goes out as a continuation."""
         self.tracks.update(old.tracks)  # in place: the callers hold this dict
         for track in self.tracks.values():
-            track.duration_series = {}  # the old copy's histogram: this one has its own
+            track.forget_series()  # the old copy's histogram: this one has its own
         self.released.update(old.released)
         self._discovered = max(self._discovered, old._discovered)
         self.callers.inherit(old.callers)
@@ -211,18 +212,18 @@ class SpanTracker:
         if undiscovered <= 0 or uuid not in islice(reversed(ext.spans), undiscovered):  # type: ignore[union-attr]
             self.released.late += reopen  # discovered, released and evicted since
             return None
-        return self._track(span)
+        return self._track(span, known=False)
 
-    def _track(self, span: Span) -> TrackedSpan:
-        track = self._known(span.id)
+    def _track(self, span: Span, *, known: bool = True) -> TrackedSpan:
+        """``span``'s track, made if new (``known``: it may be tracked or released)."""
+        track = self._known(span.id) if known else None
         if track is None:
             root = snapshots.root_of(span)
-            identity = export_inputs.identity_of(span, root, self._settings, self.callers)
-            track = self.tracks[span.id] = TrackedSpan(identity=identity, is_root=root is span)
-            self.open[span.id] = span
-            self.live[span.id] = span
-            if root is span:
-                self.exporter.started(span, identity)
+            track = export_inputs.track_of(span, root, self._settings, self.callers)
+            self.tracks[span.id] = track
+            self.open[span.id] = self.live[span.id] = span
+            if track.is_root:
+                self.exporter.started(span, track)
         return track
 
     # -- transitions (hot path) -------------------------------------------------------------
@@ -246,14 +247,14 @@ class SpanTracker:
         compute: float,
     ) -> None:
         """A task of ``track`` reached memory (having computed) or erred."""
-        identity = track.identity
+        identity: SpanIdentity = track  # what its task groups and runs keep of it
         task_span_id = 0
         if self.task_groups is not None:
             task_span_id = self.task_groups.task_finished(
                 ts, start, finish, kwargs, identity, compute
             )
         prefix = ts.group.prefix.name
-        counter = (prefix, finish)
+        counter = finished_key(prefix, finish)
         track.finished[counter] = track.finished.get(counter, 0) + 1
         if finish == "memory":
             track.output[prefix] = track.output.get(prefix, 0) + (kwargs.get("nbytes") or 0)
@@ -262,11 +263,10 @@ class SpanTracker:
         # The compute time into the duration histogram (a task that raised too, under
         # its error.type); an exemplar when the task has a span.
         if finish == "memory":
-            series = track.duration_series.get(prefix)
+            series = track.series_of(prefix)
             if series is None:
-                series = track.duration_series[prefix] = self._signals.task_series(
-                    identity.tags, identity.labels, prefix
-                )
+                series = self._signals.task_series(identity.tags, identity.labels, prefix)
+                track.keep_series(prefix, series)
             self._signals.task_durations.record_in(series, compute, identity.trace_id, task_span_id)
         elif start == "processing":
             self._signals.record_task_duration(
@@ -288,7 +288,7 @@ class SpanTracker:
                 memory.root = memory
             else:
                 ext = self.extension()
-                span = ext.spans.get(track.identity.uuid) if ext is not None else None
+                span = ext.spans.get(track.uuid) if ext is not None else None
                 root = self.track_uuid(snapshots.root_of(span).id, reopen=False) if span else None
                 memory.root = root.memory if root is not None else None
         nbytes = ts.nbytes if ts.nbytes > 0 else 0

@@ -17,13 +17,14 @@ from otel_spans.records import LogEntry
 from otel_spans.scheduler import memory, worker_memory
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.span_state import SpanIdentity, TrackedSpan
+from otel_spans.scheduler.span_state import TrackedSpan
 from otel_spans.telemetry.traces import GROUP_MEMORY, SPAN_MEMORY, memory_attributes
 
 
 def track(uuid: str, *tags: str) -> TrackedSpan:
-    identity = SpanIdentity(uuid, tags, trace_id=7, otel_span_id=int(uuid, 16), policy=Policy())
-    return TrackedSpan(identity=identity, is_root=len(tags) == 1)
+    return TrackedSpan(
+        uuid, tags, trace_id=7, otel_span_id=int(uuid, 16), policy=Policy(), is_root=len(tags) == 1
+    )
 
 
 def test_peak_is_the_most_held_at_once_for_span_group_and_tree() -> None:
@@ -36,13 +37,13 @@ def test_peak_is_the_most_held_at_once_for_span_group_and_tree() -> None:
     memory.held_changed(stage, "sum", 50)
     memory.held_changed(root, "final", 10)
     assert (stage.held, stage.peak) == (150, 200)
-    assert (stage.groups["load"].held, stage.groups["load"].peak) == (100, 200)
-    assert (stage.groups["sum"].held, stage.groups["sum"].peak) == (50, 50)
+    assert (stage.group_of("load").held, stage.group_of("load").peak) == (100, 200)
+    assert (stage.group_of("sum").held, stage.group_of("sum").peak) == (50, 50)
     assert (root.held, root.peak) == (10, 10)
     assert (root.tree_held, root.tree_peak) == (160, 200)
     # a key leaving memory that was never counted cannot make anything negative
     memory.held_changed(stage, "other", -1000)
-    assert stage.held == 0 and stage.groups["other"].held == 0 and root.tree_held == 0
+    assert stage.held == 0 and stage.group_of("other").held == 0 and root.tree_held == 0
 
 
 def test_pause_seconds_count_ended_and_running_pauses() -> None:
@@ -126,8 +127,8 @@ def test_a_pause_is_charged_to_the_spans_processing_on_that_worker(clock: Clock)
     clock.now = 102.5
     events.log_event("tcp://w:1", {**status, "prev-status": "paused", "status": "running"})
     assert (load.memory.pauses, load.memory.pause_seconds) == (1, 2.5)
-    assert load.memory.groups["x"].pauses == load.memory.groups["y"].pauses == 1
-    assert load.memory.groups["y"].pause_seconds == 2.5
+    assert load.memory.group_of("x").pauses == load.memory.group_of("y").pauses == 1
+    assert load.memory.group_of("y").pause_seconds == 2.5
     assert other.memory.pauses == 0
 
 
@@ -168,7 +169,7 @@ def test_a_lost_worker_is_explained_and_charged(clock: Clock) -> None:
     assert (record.trace_id, record.span_id) == (7, 0xA1)
     assert "x-1 (x in 'wf/load', KilledWorker)" in str(record.body)
     assert load.memory.workers_lost == 1
-    assert load.memory.groups["x"].workers_lost == load.memory.groups["z"].workers_lost == 1
+    assert load.memory.group_of("x").workers_lost == load.memory.group_of("z").workers_lost == 1
     (event,) = load.memory.lost_events
     assert dict(event.attributes)[semconv.DASK_WORKER_LOST_TASKS] == ("x-1", "x-2")
 

@@ -17,7 +17,7 @@ from otel_spans.records import CounterDelta
 from otel_spans.scheduler import memory, metrics_tick, snapshots
 from otel_spans.scheduler.metrics_tick import SpanMetricsTick
 from otel_spans.scheduler.sampling import Policy
-from otel_spans.scheduler.span_state import SpanIdentity, TrackedSpan
+from otel_spans.scheduler.span_state import TrackedSpan
 
 TAGS = ("etl", "load")
 KEYS: list[Hashable] = [
@@ -86,8 +86,7 @@ def expected(track: TrackedSpan, own: dict[Any, float], now: float) -> list[Coun
 
 
 def track() -> TrackedSpan:
-    identity = SpanIdentity("u", TAGS, 1, 2, Policy())
-    return TrackedSpan(identity=identity, is_root=False)
+    return TrackedSpan("u", TAGS, 1, 2, Policy(), is_root=False)
 
 
 @pytest.mark.parametrize("max_keys", [metrics_tick._MAX_KEYS, 5])

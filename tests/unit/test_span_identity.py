@@ -1,4 +1,4 @@
-"""A span's identity when first seen (``export_inputs.identity_of``): what it remembers
+"""A span's identity when first seen (``export_inputs.track_of``): what it remembers
 between spans (its root's trace id, the task policies of the settings) never gives one
 span another's answer, across many workflows and several schedulers' settings."""
 
@@ -33,7 +33,7 @@ def test_each_span_gets_its_own_ids_and_its_roots_trace() -> None:
         other = roots[i - 70]
         for parent in (root, other, root):
             span = SimpleNamespace(id=str(uuid.uuid4()), name=(*parent.name, "x"), parent=parent)
-            identity = export_inputs.identity_of(span, parent, settings, NoCallers())  # type: ignore[arg-type]
+            identity = export_inputs.track_of(span, parent, settings, NoCallers())  # type: ignore[arg-type]
             assert identity.trace_id == ids.workflow_trace_id(parent.id)
             assert identity.otel_span_id == ids._span_id(span.id)
             assert identity.tags == (*parent.name, "x")

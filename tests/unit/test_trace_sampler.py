@@ -1,7 +1,7 @@
 """``OTEL_TRACES_SAMPLER``: one sampling decision per trace, on the scheduler and workers.
 
 The scheduler decides for a workflow's Dask spans when it first sees them
-(``export_inputs.identity_of``); a worker derives the flags of a task's span
+(``export_inputs.track_of``); a worker derives the flags of a task's span
 (``task_trace.task_span_context``), and its TracerProvider's sampler decides for what
 task code starts under it. For every sampler the three must agree on every trace.
 """
@@ -32,7 +32,7 @@ CALLERS: list[tuple[int | None, bool]] = [(None, False), (1, False), (0, False),
 
 
 class Callers:
-    """What ``identity_of`` asks of the scheduler's caller contexts."""
+    """What ``track_of`` asks of the scheduler's caller contexts."""
 
     def __init__(self, caller: Caller | None):
         self.caller = caller
@@ -63,7 +63,7 @@ def decisions(
         text = format_traceparent(caller_trace, caller_span, sampled=bool(flags))
         annotations[semconv.ANNOTATION] = {"traceparent": text, "link": link}
     sampler = settings.traces.sampler
-    identity = export_inputs.identity_of(span, span, settings, Callers(caller))  # type: ignore[arg-type]
+    identity = export_inputs.track_of(span, span, settings, Callers(caller))  # type: ignore[arg-type]
     sc = task_span_context("x-1", annotations, root, sampler)
     assert sc is not None and sc.trace_id == identity.trace_id
     child = sampler.sdk_sampler().should_sample(task_context(sc), sc.trace_id, "child")

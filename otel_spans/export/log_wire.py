@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from otel_spans.export.protobuf import (
-    key_values,
+    attributes_field,
     length_delimited,
     message,
     nested_value,
@@ -72,12 +72,15 @@ def log_record(
         ),
     ]
     if attributes:
-        encoded, dropped = key_values(
-            _LOG_ATTRIBUTE, attributes, limits.log_attribute_count, max_length
+        parts.append(
+            attributes_field(
+                _LOG_ATTRIBUTE,
+                attributes,
+                limits.log_attribute_count,
+                max_length,
+                _LOG_DROPPED_ATTRIBUTES,
+            )
         )
-        parts.append(encoded)
-        if dropped:
-            parts.append(_LOG_DROPPED_ATTRIBUTES + varint(dropped))
     if trace_id and span_id:
         if sampled:
             parts.append(_LOG_FLAGS_SAMPLED)

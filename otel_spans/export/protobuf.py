@@ -376,6 +376,19 @@ def key_values(
     return b"".join(parts), 0
 
 
+def attributes_field(
+    field_tag: bytes,
+    attributes: Mapping[str, object],
+    max_count: int,
+    max_length: int,
+    dropped_tag: bytes,
+) -> bytes:
+    """A message's attributes under ``field_tag`` (:func:`key_values`) and, when some did
+    not fit, their count under ``dropped_tag``: the pair a span and a log record share."""
+    encoded, dropped = key_values(field_tag, attributes, max_count, max_length)
+    return encoded + dropped_tag + varint(dropped) if dropped else encoded
+
+
 def _first(
     field_tag: bytes, attributes: Mapping[str, object], max_count: int, max_length: int
 ) -> tuple[bytes, int]:

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from otel_spans.export.protobuf import (
     SMALL,
+    attributes_field,
     key_values,
     length_delimited,
     message,
@@ -162,6 +163,15 @@ def _link_flags(trace_flags: int, remote: bool) -> bytes:
     return _LINK_FLAGS + pack_fixed32(span_flags(trace_flags, remote=remote))
 
 
+def _repeated(
+    parts: list[bytes], field_tag: bytes, items: list[bytes], dropped: int, dropped_tag: bytes
+) -> None:
+    """A span's repeated messages (events, links) and how many were left out."""
+    parts.extend([message(field_tag, item) for item in items])
+    if dropped:
+        parts.append(dropped_tag + varint(dropped))
+
+
 def span(
     *,
     name: str,
@@ -201,24 +211,23 @@ def span(
         _TIMES(_START_TAG, start_ns, _END_TAG, max(end_ns, start_ns)),
     ]
     if attributes:
-        encoded, dropped = key_values(
-            _SPAN_ATTRIBUTE, attributes, limits.attribute_count, max_length
+        parts.append(
+            attributes_field(
+                _SPAN_ATTRIBUTE,
+                attributes,
+                limits.attribute_count,
+                max_length,
+                _SPAN_DROPPED_ATTRIBUTES,
+            )
         )
-        parts.append(encoded)
-        if dropped:
-            parts.append(_SPAN_DROPPED_ATTRIBUTES + varint(dropped))
-    if events:
-        for event in events[: limits.events]:
-            parts.append(message(_SPAN_EVENT, _event(event, limits)))
-        events_dropped += max(len(events) - limits.events, 0)
-    if events_dropped:
-        parts.append(_SPAN_DROPPED_EVENTS + varint(events_dropped))
-    if links:
-        for link in links[: limits.links]:
-            parts.append(message(_SPAN_LINK, _link(link, limits)))
-        links_dropped += max(len(links) - limits.links, 0)
-    if links_dropped:
-        parts.append(_SPAN_DROPPED_LINKS + varint(links_dropped))
+    if events or events_dropped:
+        kept = [_event(event, limits) for event in events[: limits.events]]
+        dropped = events_dropped + len(events) - len(kept)
+        _repeated(parts, _SPAN_EVENT, kept, dropped, _SPAN_DROPPED_EVENTS)
+    if links or links_dropped:
+        kept = [_link(link, limits) for link in links[: limits.links]]
+        dropped = links_dropped + len(links) - len(kept)
+        _repeated(parts, _SPAN_LINK, kept, dropped, _SPAN_DROPPED_LINKS)
     if status_message or status_code:
         status = b""
         if status_message:

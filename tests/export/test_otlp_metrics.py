@@ -8,8 +8,6 @@ counting, partial success, and that closing leaves no channel behind.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 
@@ -27,6 +25,7 @@ from otel_spans.export.otlp_retry import user_agent
 from otel_spans.export.sdk import CountingMetricExporter, make_metric_exporter
 from otel_spans.settings import ExportTarget
 from tests.servers.otlp_receiver import OtlpReceiver
+from tests.support.fresh_python import fresh_python
 from tests.support.senders import PROTOCOLS, target
 
 
@@ -172,8 +171,7 @@ def test_no_generated_protobuf_module_is_imported(receiver: OtlpReceiver, protoc
         "print(sorted(m for m in sys.modules if m.endswith('_pb2') or 'metric_exporter' in m\n"
         "             or 'otlp.proto.grpc' in m or 'otlp.proto.http' in m))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
+    out = fresh_python(code)
     assert out.stdout.strip() == "[]", out.stdout
 
 

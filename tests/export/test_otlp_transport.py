@@ -17,6 +17,7 @@ from otel_spans.config import ExportTarget, RecordLimits, Settings
 from otel_spans.export import log_wire
 from otel_spans.export import wire as otlp_wire
 from tests.servers.otlp_receiver import OtlpReceiver
+from tests.support.fresh_python import fresh_python
 from tests.support.senders import PROTOCOLS, request, sender_for, target
 
 
@@ -224,8 +225,6 @@ def test_the_sdk_span_exporter_is_built_by_its_first_export(
     """A worker whose tasks start no span never imports the SDK's OTLP span exporter
     nor opens its channel; one that does exports as before. Wrong code caught: the
     exporter built with the worker."""
-    import subprocess
-    import sys
 
     tgt = target(receiver, protocol)
     code = (
@@ -244,7 +243,6 @@ def test_the_sdk_span_exporter_is_built_by_its_first_export(
         "provider.get_tracer('t').start_span('hello').end()\n"
         "provider.shutdown()\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
+    out = fresh_python(code)
     assert out.stdout.strip() == "[]", out.stdout
     assert [s.name for s in receiver.spans()] == ["hello"]

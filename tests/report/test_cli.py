@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from distributed import span
 from benchmarks.synthetic_trace import write as write_synthetic
 from otel_spans.report.load import load_spans
 from tests.support.cluster import cluster_test, traced_cluster
+from tests.support.fresh_python import fresh_python
 from tests.support.golden import golden_graph
 from tests.support.report import run_report
 from tests.support.tasks import inc
@@ -106,10 +105,7 @@ def test_report_scales_to_100k_spans_within_a_memory_bound(tmp_path: Path) -> No
         "print('peak_kib', hwm.split()[1])\n"
         "sys.exit(code)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr
+    result = fresh_python(script)
     assert "50 tasks, " in result.stdout  # one task per layer on the path
     peak_kib = int(result.stdout.rsplit("peak_kib", 1)[1])
     assert peak_kib < 400 * 1024

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Trace
 from otel_spans import semconv
 from otel_spans.context import caller_annotation
 from otel_spans.task_trace import CARRIER_KEY, task_context, task_span_context
+from tests.support.fresh_python import fresh_python
 
 ROOT = Path(__file__).resolve().parents[2]
 CALLER_TRACE, CALLER_SPAN = 0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7
@@ -143,10 +142,7 @@ def test_a_propagator_that_is_not_installed_never_fails_and_is_warned_about() ->
         "PYTHONPATH": str(ROOT),
         "OTEL_PROPAGATORS": "tracecontext,no_such_propagator",
     }
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = fresh_python(code, env=env, timeout=120)
     annotation = json.loads(proc.stdout.splitlines()[-1])
     assert annotation[CARRIER_KEY] == {"tracestate": "v=1"}  # tracecontext only: no baggage
     assert "ignoring OTEL_PROPAGATORS" in proc.stderr

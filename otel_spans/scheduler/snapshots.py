@@ -174,11 +174,9 @@ def growth(
     are taken as the new baseline: a counter never decreases.
     """
     for key, value in list(current.items()):
-        before = seen.get(key, 0.0)
-        if value != before:
-            seen[key] = value
-            if value > before:
-                yield key, value - before
+        delta = grown(seen, key, value)
+        if delta:
+            yield key, delta
 
 
 def run_totals(own: Mapping[Any, float], idle: float | None) -> dict[str, float]:
@@ -321,17 +319,8 @@ def tree_metrics(
     (read once by the caller), computed as Dask's property does: the sum of the tree's
     own metrics, and the seconds no task accounts for under Dask's idle key
     (``nodes``: :func:`tree_spans`, when the caller read them already)."""
-    if nodes is None:
-        nodes = tree_spans(span)
-    out: dict[Any, float] = {}
-    for node in nodes:
-        # Dask's sum_mappings, without its KeyError per first key (most keys here)
-        for key, value in node._cumulative_worker_metrics.items():
-            if key in out:
-                out[key] += value
-            else:
-                out[key] = value
-    known = sum(v for k, v in out.items() if k[0] == "execute" and k[-1] == "seconds")
+    out = _summed(tree_spans(span) if nodes is None else nodes, all_keys=True)
+    known = sum(v for k, v in out.items() if _execute_seconds(k))
     out[IDLE_KEY] = max(0.0, active_cpu_seconds - known)
     return out
 
@@ -340,12 +329,25 @@ def tree_idle(nodes: Iterable[Span], active_cpu_seconds: float) -> float:
     """``tree_metrics(root, active_cpu_seconds)[IDLE_KEY]`` of the tree of ``nodes``
     (its spans, top-down), summing only the keys the idle share subtracts, in the same
     order: its other keys are not wanted when the idle share alone is."""
-    known: dict[Any, float] = {}
+    known = _summed(nodes, all_keys=False)
+    return max(0.0, active_cpu_seconds - sum(known.values()))
+
+
+def _execute_seconds(key: Any) -> bool:
+    """Whether a worker metric key is task time, which the idle share subtracts."""
+    return bool(key[0] == "execute" and key[-1] == "seconds")
+
+
+def _summed(nodes: Iterable[Span], *, all_keys: bool) -> dict[Any, float]:
+    """The spans' own worker metrics summed by key, first seen first (Dask's
+    ``sum_mappings``, without its KeyError per first key): every key, or the task
+    time alone."""
+    out: dict[Any, float] = {}
     for node in nodes:
         for key, value in node._cumulative_worker_metrics.items():
-            if key[0] == "execute" and key[-1] == "seconds":
-                known[key] = known[key] + value if key in known else value
-    return max(0.0, active_cpu_seconds - sum(known.values()))
+            if all_keys or _execute_seconds(key):
+                out[key] = out[key] + value if key in out else value
+    return out
 
 
 def live_cpu_seconds(span: Span) -> float:

@@ -146,7 +146,7 @@ class MetricsState:
         same tags, several with the very same attributes too: labels are looked up
         again only when those change (the budgets, asked the same value twice in a
         row, would answer and count nothing new)."""
-        memo, sums = self._series_labels, self._sums
+        sums = self._sums
         tags: tuple[str, ...] | None = ()
         attributes: Attrs | None = None
         attrs: Attrs = ()
@@ -156,8 +156,7 @@ class MetricsState:
                 metric, delta_tags, delta_attributes, value = delta
                 if delta_tags is not tags or delta_attributes is not attributes:
                     tags, attributes = delta_tags, delta_attributes
-                    known = memo.get((tags, attributes))
-                    attrs = self.series_labels(tags, attributes) if known is None else known
+                    attrs = self.series_labels(tags, attributes)
                 series = sums[metric]
                 series[attrs] = series.get(attrs, 0.0) + value
                 if metric in _COST_INPUTS:

@@ -278,29 +278,18 @@ def export_samples(
     and the span's duration (exports as done), with the export as their exemplar when
     it is sampled."""
     trace_id, span_id = (record.trace_id, record.span_id) if sampled else (0, 0)
-    tags, labels = identity.tags, identity.labels
-    out: list[HistogramSample] = []
+    values: list[tuple[str, float]] = []
     analysis = record.analysis
     if analysis is not None and analysis.efficiency is not None:
-        efficiency = analysis.efficiency
-        out.append(
-            HistogramSample(
-                semconv.WORKFLOW_EFFICIENCY, tags, labels, efficiency, trace_id, span_id
-            )
-        )
+        values.append((semconv.WORKFLOW_EFFICIENCY, analysis.efficiency))
     if record.done:
-        seconds = (record.end_ns - record.start_ns) / 1e9
-        out.append(
-            HistogramSample(semconv.M_SPAN_DURATION, tags, labels, seconds, trace_id, span_id)
-        )
+        values.append((semconv.M_SPAN_DURATION, (record.end_ns - record.start_ns) / 1e9))
         if record.footprint is not None:
-            peak = float(record.footprint.peak)
-            out.append(
-                HistogramSample(
-                    semconv.DASK_SPAN_MEMORY_PEAK, tags, labels, peak, trace_id, span_id
-                )
-            )
-    return out
+            values.append((semconv.DASK_SPAN_MEMORY_PEAK, float(record.footprint.peak)))
+    tags, labels = identity.tags, identity.labels
+    return [
+        HistogramSample(metric, tags, labels, value, trace_id, span_id) for metric, value in values
+    ]
 
 
 def started_log(root: Span, identity: SpanIdentity, url: str | None) -> LogEntry:

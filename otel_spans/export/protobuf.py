@@ -244,6 +244,12 @@ class KeyHeads:
             head = self.strings[length] = self._head(length + 4, _STRING_VALUE, length)
         return head
 
+    def string_pair(self, encoded: bytes) -> bytes:
+        """The pair of a string value already encoded (and cut)."""
+        length = len(encoded)
+        head = self.strings.get(length) or self.string_head(length)
+        return head + encoded if head else self.pair(ANY_STRING + varint(length) + encoded)
+
     def int_head(self, length: int) -> bytes:
         head = self.ints.get(length)
         if head is None:
@@ -357,12 +363,7 @@ def key_values(
                 encoded = value[:max_length].encode()
             except UnicodeEncodeError:
                 encoded = utf8(value, max_length)
-            length = len(encoded)
-            head = entry.strings.get(length) or entry.string_head(length)
-            if head:
-                append(head + encoded)
-            else:
-                append(entry.pair(ANY_STRING + varint(len(encoded)) + encoded))
+            append(entry.string_pair(encoded))
         elif cls is bool and entry.bools is not None:
             append(entry.bools[value])
         elif value is None:

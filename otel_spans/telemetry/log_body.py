@@ -146,11 +146,7 @@ def _pairs(value: dict[Any, Any], max_length: int, depth: int) -> bytes | None:
         elif cls is float and heads.double is not None:
             append(heads.double + pack_double(v))
         elif cls is str and len(v) <= max_length:  # no cut: utf8() writes it alike
-            encoded = utf8(v, max_length)
-            head = heads.strings.get(len(encoded)) or heads.string_head(len(encoded))
-            append(
-                head + encoded if head else heads.pair(ANY_STRING + varint(len(encoded)) + encoded)
-            )
+            append(heads.string_pair(utf8(v, max_length)))
         elif cls is bool and heads.bools is not None:
             append(heads.bools[v])
         else:

@@ -106,6 +106,7 @@ def held_changed(memory: SpanMemory, group: str, delta: int) -> None:
     memory.held = held = held if held > 0 else 0
     if held > memory.peak:
         memory.peak = held
+    # SpanMemory.group_of, inline
     state = memory.first if group == memory.first_group else memory.groups.get(group)
     if state is None:
         state = memory.group(group)

@@ -179,9 +179,7 @@ def test_a_known_request_byte_for_byte() -> None:
     )
     attribute = b"\x0a\x01k\x12\x03\x0a\x01v"  # KeyValue{key: "k", value: {string: "v"}}
     number = (
-        b"\x3a"
-        + bytes([len(attribute)])
-        + attribute  # attributes = 7
+        _delimited(b"\x3a", attribute)  # attributes = 7
         + b"\x11"
         + (1).to_bytes(8, "little")  # start_time_unix_nano = 2, fixed64
         + b"\x19"
@@ -189,25 +187,19 @@ def test_a_known_request_byte_for_byte() -> None:
         + b"\x31"
         + (7).to_bytes(8, "little")  # as_int = 6, sfixed64
     )
-    sum_ = b"\x0a" + bytes([len(number)]) + number + b"\x10\x02\x18\x01"  # CUMULATIVE, monotonic
-    metric_bytes = b"\x0a\x01m\x1a\x01s\x3a" + bytes([len(sum_)]) + sum_  # name, unit, sum = 7
+    sum_ = _delimited(b"\x0a", number) + b"\x10\x02\x18\x01"  # CUMULATIVE, monotonic
+    metric_bytes = b"\x0a\x01m\x1a\x01s" + _delimited(b"\x3a", sum_)  # name, unit, sum = 7
     scope_bytes = b"\x0a\x02sc\x12\x011"
     scope_metrics = (
-        b"\x0a"
-        + bytes([len(scope_bytes)])
-        + scope_bytes
-        + b"\x12"
-        + bytes([len(metric_bytes)])
-        + metric_bytes
-        + b"\x1a\x09https://s"
+        _delimited(b"\x0a", scope_bytes) + _delimited(b"\x12", metric_bytes) + b"\x1a\x09https://s"
     )
     resource = b"\x0a\x07\x0a\x01r\x12\x02\x18\x01"
-    body = (
-        b"\x0a"
-        + bytes([len(resource)])
-        + resource
-        + b"\x12"
-        + bytes([len(scope_metrics)])
-        + scope_metrics
-    )
-    assert MetricsEncoder().request(data) == b"\x0a" + bytes([len(body)]) + body
+    body = _delimited(b"\x0a", resource) + _delimited(b"\x12", scope_metrics)
+    assert MetricsEncoder().request(data) == _delimited(b"\x0a", body)
+
+
+def _delimited(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field written by hand (a payload under 128 bytes: its length
+    is one byte), independently of the encoder under test."""
+    assert len(payload) < 0x80
+    return tag + bytes([len(payload)]) + payload

@@ -310,7 +310,8 @@ class SpanTracker:
                     self._resume_poll.soon()
                     return
                 self._discovered += 1
-                self._track(span)
+                if self._known(span.id) is None:  # else tracked at its first task already
+                    self._track(span, known=False)
                 self._changed.add(span.id)
                 self._reopen_ancestors(span, span.enqueued)
 

@@ -17,7 +17,7 @@ from distributed.metrics import time
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.records import Attrs, CounterDelta, GaugeValue
+from otel_spans.records import Attrs, CounterDelta, GaugeValue, counter_delta
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_state import TrackedSpan
@@ -205,20 +205,20 @@ class SpanMetricsTick:
                 if series is not None:
                     metric, attrs, spilling = series
                     grown = value - before
-                    out.append(CounterDelta(metric, tags, attrs, grown))
+                    out.append(counter_delta((metric, tags, attrs, grown)))
                     if spilling is not None:
                         disk[spilling] = disk.get(spilling, 0.0) + grown
-        out.extend(_memory_deltas(track, disk, now))
+        _memory_deltas(track, disk, now, out)
         for key, n in track.finished.items():
             counted, attrs = _tasks_series(key)
             value = snapshots.grown(reported, counted, float(n))
             if value:
-                out.append(CounterDelta(semconv.M_SPAN_TASKS, tags, attrs, value))
+                out.append(counter_delta((semconv.M_SPAN_TASKS, tags, attrs, value)))
         for prefix, n in track.output.items():
             produced, attrs = _output_series(prefix)
             value = snapshots.grown(reported, produced, float(n))
             if value:
-                out.append(CounterDelta(semconv.M_SPAN_OUTPUT, tags, attrs, value))
+                out.append(counter_delta((semconv.M_SPAN_OUTPUT, tags, attrs, value)))
         if track.is_root and track.live_cpu and span.id in self._tracker.open:
             # Dask computes active_cpu_seconds by walking the span's whole subtree
             # (O(subtree x depth)): live growth for running workflows (roots) only;
@@ -266,20 +266,22 @@ class SpanMetricsTick:
         return [CounterDelta(_IDLE_METRIC, track.tags, _IDLE_ATTRIBUTES, value)] if value else []
 
 
-def _memory_deltas(track: TrackedSpan, disk: dict[str, float], now: float) -> list[CounterDelta]:
-    """A span's memory counters: its own spilled and unspilled bytes (growth read with
-    its worker metrics), and the growth of its pauses and lost workers."""
+def _memory_deltas(
+    track: TrackedSpan, disk: dict[str, float], now: float, out: list[CounterDelta]
+) -> None:
+    """A span's memory counters, onto ``out``: its own spilled and unspilled bytes
+    (growth read with its worker metrics), and the growth of its pauses and lost
+    workers."""
     tags, reported, ledger = track.tags, track.reported, track.memory
-    out = []
     if _MEMORY_STARTED not in reported:
         reported[_MEMORY_STARTED] = 1.0
-        out = [CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS]
+        out.extend(_memory_started(tags))
     if disk:
         out.extend(CounterDelta(metric, tags, (), value) for metric, value in disk.items())
     if not (ledger.pauses or ledger.workers_lost):
         # Nearly every span: no pause began and no worker was lost, so every value
         # is 0 and always was (they only grow): there is no growth to read.
-        return out
+        return
     current = {
         ("memory", semconv.DASK_SPAN_MEMORY_PAUSES): float(ledger.pauses),
         ("memory", semconv.DASK_SPAN_MEMORY_PAUSE_DURATION): ledger.pause_seconds_at(now),
@@ -287,7 +289,22 @@ def _memory_deltas(track: TrackedSpan, disk: dict[str, float], now: float) -> li
     }
     for (_, metric), value in snapshots.growth(current, reported):
         out.append(CounterDelta(metric, tags, (), value))
-    return out
+
+
+def _memory_started(tags: tuple[str, ...]) -> tuple[CounterDelta, ...]:
+    """The deltas of 0 that start a span's memory counters: the same for every span of
+    one name (a delta is immutable), remembered (bounded)."""
+    started = _MEMORY_STARTED_DELTAS.get(tags)
+    if started is None:
+        started = tuple(CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS)
+        if len(_MEMORY_STARTED_DELTAS) >= _MAX_KEYS:
+            _MEMORY_STARTED_DELTAS.clear()
+        _MEMORY_STARTED_DELTAS[tags] = started
+    return started
+
+
+#: Span tags -> the deltas that start its memory counters, by _memory_started.
+_MEMORY_STARTED_DELTAS: dict[tuple[str, ...], tuple[CounterDelta, ...]] = {}
 
 
 def _tasks_series(finished: tuple[str, str]) -> tuple[tuple[str, str, str], Attrs]:

@@ -254,6 +254,13 @@ class CounterDelta(NamedTuple):
     value: float
 
 
+#: A :class:`CounterDelta` of its four fields, in order, by ``tuple.__new__`` (see
+#: :data:`log_entry`): the metrics tick builds several per live span on every pass.
+counter_delta: Callable[[tuple[str, tuple[str, ...] | None, Attrs, float]], CounterDelta] = partial(
+    tuple.__new__, CounterDelta
+)
+
+
 class GaugeValue(NamedTuple):
     """The current value of a gauge series (progress of a running Dask span, a
     worker's memory).

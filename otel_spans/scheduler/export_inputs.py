@@ -21,6 +21,7 @@ from otel_spans.names import clean
 from otel_spans.records import AttrValue
 from otel_spans.scheduler import memory, snapshots, span_state
 from otel_spans.scheduler.callers import CallerContexts
+from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.span_records import ExportSnapshot
 from otel_spans.scheduler.span_state import TrackedSpan
 
@@ -31,48 +32,89 @@ if TYPE_CHECKING:
 def track_of(span: Span, root: Span, settings: Settings, callers: CallerContexts) -> TrackedSpan:
     """What is remembered of ``span`` (under ``root``) from when it is first seen: who it
     is for the rest of its life (its :class:`SpanIdentity`), fixed now."""
-    limit = settings.max_attribute_length
-    tags = tuple([clean(str(tag), limit) for tag in span.name])
+    known = _known
+    if known is None or known.settings is not settings:  # read once: see _known_of
+        known = _known_of(settings)
+    tags, policy = known.named(span.name)
     caller = callers.get(root.id)
-    parent_flags: int | None = None
     if caller is not None and not caller.as_link:
         trace_id = caller.trace_id  # the caller's trace: we are part of it
-        parent_flags = caller.trace_flags
+        # One decision per trace, the workers' too (otel_spans.sampler).
+        sampled = known.sampler.sampled(trace_id, caller.trace_flags)
     else:
-        trace_id = _workflow_trace_id(root.id)
-    # One decision per trace, the workers' too (otel_spans.sampler).
-    sampled = settings.traces.sampler.sampled(trace_id, parent_flags)
+        trace_id, sampled = known.workflow_trace(root.id)
     return TrackedSpan(
         span.id,
         tags,
         trace_id,
         ids.dask_span_id(span.id),
-        span_state.task_policy(settings.traces.tasks, tags),
+        policy,
         sampled=sampled,
-        labels=metric_labels(root.id, settings, callers),
+        labels=metric_labels(root.id, settings, callers) if known.labelled else (),
         is_root=root is span,
     )
 
 
-def _workflow_trace_id(root_uuid: str) -> int:
-    """:func:`ids.workflow_trace_id`, remembered: a workflow's spans are discovered
-    together, and each would hash its root's uuid again.
+class _Known:
+    """What :func:`track_of` remembers between spans, for one scheduler's settings: a
+    workflow's spans are discovered together, under a handful of names.
 
-    In a dict of strings and ints, which the garbage collector does not track, rather
-    than an LRU cache, whose cells it does (one more object per workflow for every full
-    collection to walk); cleared when full, as a workflow's spans come together.
+    Each cache is cleared when full rather than kept as an LRU, whose cells the garbage
+    collector would track (one more object per workflow for every full collection to
+    walk): workflows come and go together.
     """
-    trace_id = _trace_ids.get(root_uuid)
-    if trace_id is None:
-        if len(_trace_ids) >= _MAX_TRACE_IDS:
-            _trace_ids.clear()
-        trace_id = _trace_ids[root_uuid] = ids.workflow_trace_id(root_uuid)
-    return trace_id
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.sampler = settings.traces.sampler
+        #: Whether ``metrics.attribute-labels`` names any workflow attribute.
+        self.labelled = bool(settings.metrics.attribute_labels)
+        #: Dask span name -> its tags and task policy.
+        self._names: dict[tuple[str, ...], tuple[tuple[str, ...], Policy]] = {}
+        #: Root uuid -> its trace id and sampling decision, without a caller.
+        self._traces: dict[str, tuple[int, bool]] = {}
+
+    def named(self, name: tuple[str, ...]) -> tuple[tuple[str, ...], Policy]:
+        """The tags of a span named ``name``, and its task policy: the same for every
+        span of that name (each would clean its tags and match the rules again)."""
+        named = self._names.get(name)
+        if named is None:
+            limit = self.settings.max_attribute_length
+            tags = tuple([clean(str(tag), limit) for tag in name])
+            named = (tags, span_state.task_policy(self.settings.traces.tasks, tags))
+            if all(type(tag) is str for tag in name):  # else equal names may differ
+                if len(self._names) >= _MAX_NAMES:
+                    self._names.clear()
+                self._names[name] = named
+        return named
+
+    def workflow_trace(self, root_uuid: str) -> tuple[int, bool]:
+        """:func:`ids.workflow_trace_id` of a workflow with no caller to join, and the
+        sampler's decision on it: every span of the workflow would hash its root's uuid
+        again."""
+        trace = self._traces.get(root_uuid)
+        if trace is None:
+            trace_id = ids.workflow_trace_id(root_uuid)
+            trace = (trace_id, self.sampler.sampled(trace_id, None))
+            if len(self._traces) >= _MAX_TRACE_IDS:
+                self._traces.clear()
+            self._traces[root_uuid] = trace
+        return trace
 
 
-#: Root uuid -> its trace id, for :func:`_workflow_trace_id`.
-_trace_ids: dict[str, int] = {}
+def _known_of(settings: Settings) -> _Known:
+    """A memory for ``settings``, replacing the last one: schedulers of other settings
+    in the process (each on its own loop, maybe thread) each start afresh."""
+    global _known
+    known = _known = _Known(settings)
+    return known
+
+
+#: The memory of the settings :func:`track_of` was last called with.
+_known: _Known | None = None
+#: Most roots whose trace ids are remembered, and span names whose tags are.
 _MAX_TRACE_IDS = 64
+_MAX_NAMES = 1_024
 
 
 def export_snapshot(

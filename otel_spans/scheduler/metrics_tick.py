@@ -17,7 +17,7 @@ from distributed.metrics import time
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.records import Attrs, CounterDelta, GaugeValue
+from otel_spans.records import Attrs, CounterDelta, GaugeValue, counter_delta
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_state import TrackedSpan
@@ -122,14 +122,15 @@ class SpanMetricsTick:
         now = time()
         deadline = _time.perf_counter() + LOOP_BUDGET
         deltas: list[CounterDelta] = []
-        pending = self._pending
+        pending, progress = self._pending, self._progress
+        live, tracks, open_spans = tracker.live, tracker.tracks, tracker.open
         while pending:
             uuid = pending.pop()
-            span = tracker.live.get(uuid)
+            span = live.get(uuid)
             if span is not None:
-                track = tracker.tracks[uuid]
+                track = tracks[uuid]
                 own = self._span_deltas(span, track, now)
-                gauges = self._span_progress(span, track, now) if uuid in tracker.open else []
+                gauges = self._span_progress(span, track, now) if uuid in open_spans else []
                 gauges.append(
                     GaugeValue(
                         semconv.DASK_SPAN_MEMORY_HELD, track.tags, (), float(track.memory.held)
@@ -138,13 +139,13 @@ class SpanMetricsTick:
                 settled = track.exported_at is not None and now - track.exported_at >= settle
                 if (settled or final) and track.is_root:
                     own.extend(self._idle_delta(span, track))
-                labels = track.identity.labels
+                labels = track.labels
                 if labels:  # most workflows have none: no copies
                     own, gauges = _labelled(own, labels), _labelled(gauges, labels)
                 deltas.extend(own)
-                self._progress.extend(gauges)
+                progress.extend(gauges)
                 if settled:
-                    del tracker.live[uuid]
+                    del live[uuid]
                     tracker.release_settled(span)
             if pending and not final and _time.perf_counter() > deadline:
                 # Out of budget (after at least one span: every slice makes progress).
@@ -159,7 +160,7 @@ class SpanMetricsTick:
                     deltas.append(delta)
             offered = self._offered.since_last(now)
             deltas.append(CounterDelta(semconv.M_CLUSTER_CPU_AVAILABLE, None, (), offered))
-            progress, self._progress = self._progress, []
+            self._progress = []
             if self._worker_memory is not None:
                 progress.extend(self._worker_memory.gauges())
             self._signals.submit_gauges(progress)
@@ -184,31 +185,40 @@ class SpanMetricsTick:
         return out
 
     def _span_deltas(self, span: Span, track: TrackedSpan, now: float) -> list[CounterDelta]:
-        out = []
+        out: list[CounterDelta] = []
         tags, reported = track.tags, track.reported
         disk: dict[str, float] = {}
-        series_of = self._series_of
         own = span._cumulative_worker_metrics
-        for key, value in snapshots.growth(own, reported) if own else ():  # roots: none
-            series = series_of.get(key, _UNSEEN)
-            if series is _UNSEEN:
-                series = self._new_series(key)
-            if series is not None:
-                metric, attrs, spilling = series
-                out.append(CounterDelta(metric, tags, attrs, value))
-                if spilling is not None:
-                    disk[spilling] = disk.get(spilling, 0.0) + value
-        out.extend(_memory_deltas(track, disk, now))
-        for (prefix, state), n in track.finished.items():
-            value = snapshots.grown(reported, ("tasks", prefix, state), float(n))
+        if own:  # roots: none
+            series_of = self._series_of
+            for key, value in list(own.items()):
+                # snapshots.grown, inline: a span's every key, on every tick
+                before = reported.get(key, 0.0)
+                if value == before:
+                    continue
+                reported[key] = value
+                if not value > before:  # went down: the new baseline (or not a number)
+                    continue
+                series = series_of.get(key, _UNSEEN)
+                if series is _UNSEEN:
+                    series = self._new_series(key)
+                if series is not None:
+                    metric, attrs, spilling = series
+                    grown = value - before
+                    out.append(counter_delta((metric, tags, attrs, grown)))
+                    if spilling is not None:
+                        disk[spilling] = disk.get(spilling, 0.0) + grown
+        _memory_deltas(track, disk, now, out)
+        for key, n in track.finished.items():
+            counted, attrs = _tasks_series(key)
+            value = snapshots.grown(reported, counted, float(n))
             if value:
-                attrs = ((_PREFIX, str(prefix)), (_STATE, str(state)))
-                out.append(CounterDelta(semconv.M_SPAN_TASKS, tags, attrs, value))
+                out.append(counter_delta((semconv.M_SPAN_TASKS, tags, attrs, value)))
         for prefix, n in track.output.items():
-            value = snapshots.grown(reported, ("output", prefix), float(n))
+            produced, attrs = _output_series(prefix)
+            value = snapshots.grown(reported, produced, float(n))
             if value:
-                attrs = ((_PREFIX, str(prefix)),)
-                out.append(CounterDelta(semconv.M_SPAN_OUTPUT, tags, attrs, value))
+                out.append(counter_delta((semconv.M_SPAN_OUTPUT, tags, attrs, value)))
         if track.is_root and track.live_cpu and span.id in self._tracker.open:
             # Dask computes active_cpu_seconds by walking the span's whole subtree
             # (O(subtree x depth)): live growth for running workflows (roots) only;
@@ -248,7 +258,7 @@ class SpanMetricsTick:
         (Dask's values), from one walk of the tree: Dask's own
         ``cumulative_worker_metrics`` walks the tree four times for it.
         """
-        nodes = list(root.traverse_spans())
+        nodes = snapshots.tree_spans(root)
         groups = [tg for node in nodes for tg in node.groups]
         active = snapshots.tree_times(root, groups).active_cpu_seconds
         idle = snapshots.tree_idle(nodes, active)
@@ -256,20 +266,22 @@ class SpanMetricsTick:
         return [CounterDelta(_IDLE_METRIC, track.tags, _IDLE_ATTRIBUTES, value)] if value else []
 
 
-def _memory_deltas(track: TrackedSpan, disk: dict[str, float], now: float) -> list[CounterDelta]:
-    """A span's memory counters: its own spilled and unspilled bytes (growth read with
-    its worker metrics), and the growth of its pauses and lost workers."""
+def _memory_deltas(
+    track: TrackedSpan, disk: dict[str, float], now: float, out: list[CounterDelta]
+) -> None:
+    """A span's memory counters, onto ``out``: its own spilled and unspilled bytes
+    (growth read with its worker metrics), and the growth of its pauses and lost
+    workers."""
     tags, reported, ledger = track.tags, track.reported, track.memory
-    out = []
     if _MEMORY_STARTED not in reported:
         reported[_MEMORY_STARTED] = 1.0
-        out = [CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS]
+        out.extend(_memory_started(tags))
     if disk:
         out.extend(CounterDelta(metric, tags, (), value) for metric, value in disk.items())
     if not (ledger.pauses or ledger.workers_lost):
         # Nearly every span: no pause began and no worker was lost, so every value
         # is 0 and always was (they only grow): there is no growth to read.
-        return out
+        return
     current = {
         ("memory", semconv.DASK_SPAN_MEMORY_PAUSES): float(ledger.pauses),
         ("memory", semconv.DASK_SPAN_MEMORY_PAUSE_DURATION): ledger.pause_seconds_at(now),
@@ -277,7 +289,52 @@ def _memory_deltas(track: TrackedSpan, disk: dict[str, float], now: float) -> li
     }
     for (_, metric), value in snapshots.growth(current, reported):
         out.append(CounterDelta(metric, tags, (), value))
-    return out
+
+
+def _memory_started(tags: tuple[str, ...]) -> tuple[CounterDelta, ...]:
+    """The deltas of 0 that start a span's memory counters: the same for every span of
+    one name (a delta is immutable), remembered (bounded)."""
+    started = _MEMORY_STARTED_DELTAS.get(tags)
+    if started is None:
+        started = tuple(CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS)
+        if len(_MEMORY_STARTED_DELTAS) >= _MAX_KEYS:
+            _MEMORY_STARTED_DELTAS.clear()
+        _MEMORY_STARTED_DELTAS[tags] = started
+    return started
+
+
+#: Span tags -> the deltas that start its memory counters, by _memory_started.
+_MEMORY_STARTED_DELTAS: dict[tuple[str, ...], tuple[CounterDelta, ...]] = {}
+
+
+def _tasks_series(finished: tuple[str, str]) -> tuple[tuple[str, str, str], Attrs]:
+    """The key in ``TrackedSpan.reported`` and the attributes of the tasks counter of a
+    ``TrackedSpan.finished`` key: the same for every span, remembered (bounded)."""
+    series = _TASKS_SERIES.get(finished)
+    if series is None:
+        prefix, state = finished
+        series = (("tasks", prefix, state), ((_PREFIX, str(prefix)), (_STATE, str(state))))
+        if len(_TASKS_SERIES) >= _MAX_KEYS:  # prefixes of a long-lived cluster
+            _TASKS_SERIES.clear()
+        _TASKS_SERIES[finished] = series
+    return series
+
+
+def _output_series(prefix: str) -> tuple[tuple[str, str], Attrs]:
+    """:func:`_tasks_series` of the output counter of a prefix."""
+    series = _OUTPUT_SERIES.get(prefix)
+    if series is None:
+        series = (("output", prefix), ((_PREFIX, str(prefix)),))
+        if len(_OUTPUT_SERIES) >= _MAX_KEYS:
+            _OUTPUT_SERIES.clear()
+        _OUTPUT_SERIES[prefix] = series
+    return series
+
+
+#: (prefix, final state) -> its tasks counter's key and attributes, by _tasks_series.
+_TASKS_SERIES: dict[tuple[str, str], tuple[tuple[str, str, str], Attrs]] = {}
+#: prefix -> its output counter's key and attributes, by _output_series.
+_OUTPUT_SERIES: dict[str, tuple[tuple[str, str], Attrs]] = {}
 
 
 _Series = TypeVar("_Series", CounterDelta, GaugeValue)

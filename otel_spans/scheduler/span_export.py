@@ -69,16 +69,18 @@ class SpanExporter:
         self.unsampled = 0
         #: The last finished workflows (root exports that were done), newest last.
         self.finished_roots: deque[FinishedRoot] = deque(maxlen=MAX_FINISHED_ROOTS)
+        #: Whether logs go anywhere (read once: every workflow's start asks).
+        self._logs_enabled = settings.logs.target.enabled
 
     def started(self, root: Span, identity: SpanIdentity) -> None:
         """A workflow starts: its trace id leaves at once (a log record, and the link
         in the scheduler's log), hours before its root span is exported."""
-        settings = self._settings
+        template = self._settings.trace_url
         url = None
-        if settings.trace_url is not None:
-            url = format_trace_url(settings.trace_url, identity.trace_id, identity.otel_span_id)
+        if template is not None:
+            url = format_trace_url(template, identity.trace_id, identity.otel_span_id)
             logger.info("otel-spans: workflow %r started: %s", "/".join(identity.tags), url)
-        if settings.logs.target.enabled:
+        if self._logs_enabled:
             self._signals.submit_log(span_records.started_log(root, identity, url))
 
     def export(

@@ -131,13 +131,13 @@ class SpanTracker:
         A root takes its tree with it; a sub-span settled before its root stays tracked
         until then, since the root's export counts its tree's tasks.
         """
-        if span.id in self.open:
+        uuid = span.id
+        if uuid in self.open or (uuid not in self.tracks and uuid not in self.released):
             return
-        if self.tracks.get(span.id, self.released.get(span.id)) is None:
+        parent = span.parent
+        if parent is not None and snapshots.root_of(parent).id in self.tracks:
             return
-        if span.parent is not None and snapshots.root_of(span).id in self.tracks:
-            return
-        for node in span.traverse_spans():
+        for node in snapshots.tree_spans(span):
             if node.id not in self.live and node.id not in self.open:
                 track = self.tracks.pop(node.id, None)
                 if track is not None:
@@ -310,7 +310,8 @@ class SpanTracker:
                     self._resume_poll.soon()
                     return
                 self._discovered += 1
-                self._track(span)
+                if self._known(span.id) is None:  # else tracked at its first task already
+                    self._track(span, known=False)
                 self._changed.add(span.id)
                 self._reopen_ancestors(span, span.enqueued)
 

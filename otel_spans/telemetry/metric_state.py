@@ -25,6 +25,8 @@ from otel_spans.telemetry.cardinality import CardinalityLimiter
 _COST_INPUTS = frozenset({semconv.M_EXECUTE_TIME, semconv.M_CLUSTER_CPU_AVAILABLE})
 _WORKFLOWS_SHARE: Attrs = ((semconv.ATTR_COST_SHARE, semconv.COST_SHARE_WORKFLOWS),)
 _IDLE_SHARE: Attrs = ((semconv.ATTR_COST_SHARE, semconv.COST_SHARE_IDLE),)
+#: The attribute of the idle share among a span's execute times (not its tasks' cost).
+_IDLE_ACTIVITY = (semconv.ATTR_ACTIVITY, semconv.IDLE_ACTIVITY)
 
 #: The metrics' logger, by the name log filters and pipelines know (not this module's).
 logger = logging.getLogger("otel_spans.telemetry.metrics")
@@ -146,7 +148,7 @@ class MetricsState:
         same tags, several with the very same attributes too: labels are looked up
         again only when those change (the budgets, asked the same value twice in a
         row, would answer and count nothing new)."""
-        sums = self._sums
+        sums, memo = self._sums, self._series_labels
         tags: tuple[str, ...] | None = ()
         attributes: Attrs | None = None
         attrs: Attrs = ()
@@ -156,7 +158,8 @@ class MetricsState:
                 metric, delta_tags, delta_attributes, value = delta
                 if delta_tags is not tags or delta_attributes is not attributes:
                     tags, attributes = delta_tags, delta_attributes
-                    attrs = self.series_labels(tags, attributes)
+                    known = memo.get((tags, attributes))  # series_labels' memo, inline
+                    attrs = self.series_labels(tags, attributes) if known is None else known
                 series = sums[metric]
                 series[attrs] = series.get(attrs, 0.0) + value
                 if metric in _COST_INPUTS:
@@ -170,7 +173,7 @@ class MetricsState:
         if delta.metric == semconv.M_CLUSTER_CPU_AVAILABLE:
             self._available += delta.value
             return True
-        if delta.tags is None or (semconv.ATTR_ACTIVITY, semconv.IDLE_ACTIVITY) in delta.attributes:
+        if delta.tags is None or _IDLE_ACTIVITY in delta.attributes:
             return False
         self._busy += delta.value
         price = self.settings.cpu_hour_price

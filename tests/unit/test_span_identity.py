@@ -66,3 +66,28 @@ def test_task_policy_follows_the_settings_it_is_given() -> None:
         assert span_state.task_policy(settings, tags) == expected
     # Spans of one scheduler share its policies rather than each building one.
     assert span_state.task_policy(a, ("q",)) is span_state.task_policy(a, ("r",))
+
+
+def test_spans_of_one_name_share_tags_that_settings_and_types_decide() -> None:
+    """Tags and policy remembered by name: the same answer for every span of a name
+    under one settings, a fresh one under others, and names whose tags only compare
+    equal (1, True, 1.0) each cleaned on their own."""
+    short = Settings.from_config({"max-attribute-length": 3}, environ={})
+    rules = Settings.from_config(
+        {"traces": {"tasks": {"rules": [{"match": "etl*", "mode": "all"}]}}}, environ={}
+    )
+    cases: list[tuple[Settings, tuple[Any, ...], tuple[str, ...], str]] = [
+        (rules, ("etl", "load"), ("etl", "load"), "all"),
+        (short, ("etl", "load"), ("etl", "loa"), "sampled"),
+        (rules, ("x",), ("x",), "sampled"),
+        (rules, (1,), ("1",), "sampled"),
+        (rules, (True,), ("True",), "sampled"),
+        (rules, (1.0,), ("1.0",), "sampled"),
+        (short, ("etl", "load"), ("etl", "loa"), "sampled"),
+    ]
+    for settings, name, tags, mode in cases * 2:
+        root = SimpleNamespace(id=str(uuid.uuid4()), name=name, parent=None)
+        identity = export_inputs.track_of(root, root, settings, NoCallers())  # type: ignore[arg-type]
+        assert identity.tags == tags
+        assert identity.policy == span_state.task_policy(settings.traces.tasks, tags)
+        assert identity.policy.mode == mode

@@ -16,9 +16,9 @@ group.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from otel_spans import semconv
 from otel_spans.analysis.critical_path import CriticalPath, critical_path
@@ -50,45 +50,121 @@ Intervals = list[tuple[float, float, int]]
 MemoryOf = Callable[[str], "SpanMemory | None"]
 
 
-def group_workflow(
-    root: Span,
-    stop: float,
-    intervals: Intervals,
-    submitted_at: Callable[[TaskGroup], float | None],
-    tree_groups: Sequence[TaskGroup],
-) -> Workflow:
-    """The workflow of ``root``'s tree with each task group as one step.
+class _TreeSpans(NamedTuple):
+    """What one walk of a root's Dask spans gives its evidence: each span's name (joined
+    tags) and memory ledger by id, each span's own execute seconds by activity, and
+    the memory counters summed over the tree."""
 
-    ``stop`` and ``intervals`` are the root's ``Span.stop`` and ``nthreads_intervals``,
-    read once by the caller: Dask computes each by walking the whole subtree.
-    ``submitted_at`` gives when a group's computation was submitted, so that the
-    critical path follows stages the client ran one after another. ``tree_groups``:
-    the tree's groups, walked once by :func:`analyse_root`.
-    """
-    groups = [tg for tg in tree_groups if tg.start and tg.stop]
-    names = {id(tg): clean(str(tg.name)) for tg in groups}
-    steps = [
+    names: dict[str, str]
+    ledgers: dict[str, SpanMemory]
+    activities: dict[str, dict[str, float]]
+    spilled: float
+    unspilled: float
+    pauses: int
+    pause_s: float
+    lost: int
+
+
+class _TreeGroups(NamedTuple):
+    """What one pass over a root's task groups gives its analysis: each group that ran
+    as a step of the group-level workflow, each group's evidence, and the compute
+    seconds by prefix (first computed first)."""
+
+    steps: tuple[TaskRun, ...]
+    evidence: tuple[GroupEvidence, ...]
+    compute_by_prefix: dict[str, float]
+
+
+def _tree_spans(spans: Iterable[Span], memory_of: MemoryOf, now: float) -> _TreeSpans:
+    names: dict[str, str] = {}
+    ledgers: dict[str, SpanMemory] = {}
+    activities: dict[str, dict[str, float]] = {}
+    spilled = unspilled = pause_s = 0.0
+    pauses = lost = 0
+    for node in spans:
+        name = names[node.id] = clean("/".join(map(str, node.name)))
+        own, wrote, read = _execute_digest(node._cumulative_worker_metrics)
+        if own:
+            activities[name] = own
+        ledger = memory_of(node.id)
+        if ledger is None:
+            continue
+        ledgers[node.id] = ledger
+        spilled, unspilled = spilled + wrote, unspilled + read
+        pauses, lost = pauses + ledger.pauses, lost + ledger.workers_lost
+        pause_s += ledger.pause_seconds_at(now)
+    return _TreeSpans(names, ledgers, activities, spilled, unspilled, pauses, pause_s, lost)
+
+
+def _tree_groups(
+    tree_groups: Iterable[TaskGroup],
+    spans: _TreeSpans,
+    tally: Callable[[TaskGroup], Tally | None],
+    submitted_at: Callable[[TaskGroup], float | None],
+) -> _TreeGroups:
+    """Each group as a step and as evidence, its Dask attributes read once: a step from
+    its first compute start to its last compute end (groups that computed), linked
+    to the groups it depends on; ``submitted_at`` gives when its computation was
+    submitted, so that the critical path follows stages the client ran one after
+    another."""
+    compute_by_prefix: dict[str, float] = {}
+    evidence = []
+    ran: list[tuple[TaskGroup, str, str, int, int]] = []
+    for tg in tree_groups:
+        name = clean(str(tg.name))
+        prefix = clean(tg.prefix.name)
+        start, stop = tg.start, tg.stop
+        start_ns, end_ns = ns(start), ns(max(stop, start))
+        # Dask builds a new mapping on each read of a group's all_durations
+        read = tg.all_durations
+        durations = {str(k): float(v) for k, v in read.items()}
+        compute = read.get("compute", 0.0)
+        if compute:
+            compute_by_prefix[prefix] = compute_by_prefix.get(prefix, 0.0) + compute
+        if start and stop:
+            ran.append((tg, name, prefix, start_ns, end_ns))
+        span_id = str(tg.span_id or "")
+        ledger = spans.ledgers.get(span_id)
+        held = ledger.group_of(tg.name) if ledger is not None else None
+        counts = tally(tg)
+        runs = counts.runs if counts else 0
+        slowest = counts.slowest_s if counts and counts.slowest_s > 0 else None
+        typical = None
+        if slowest is not None and runs > 1:
+            typical = max(durations.get("compute", 0.0) - slowest, 0.0) / (runs - 1)
+        evidence.append(
+            GroupEvidence(
+                name=name,
+                prefix=prefix,
+                tasks=len(tg),
+                runs=runs,
+                erred=counts.erred if counts else int(tg.states.get("erred", 0)),
+                durations=durations,
+                start_ns=start_ns,
+                end_ns=end_ns,
+                slowest_s=slowest,
+                slowest_key=counts.slowest_key if counts else None,
+                typical_s=typical,
+                span=spans.names.get(span_id, ""),
+                peak_bytes=held.peak if held is not None else 0,
+            )
+        )
+    names = {id(tg): name for tg, name, _, _, _ in ran}
+    steps = tuple(
         TaskRun(
-            key=names[id(tg)],
-            prefix=clean(tg.prefix.name),
-            group=names[id(tg)],
+            key=name,
+            prefix=prefix,
+            group=name,
             worker="",
             thread=None,
-            start_ns=ns(tg.start),
-            end_ns=ns(max(tg.stop, tg.start)),
+            start_ns=start_ns,
+            end_ns=end_ns,
             dependencies=tuple(names[id(d)] for d in tg.dependencies if id(d) in names),
             submitted_ns=_ns_or_none(submitted_at(tg)),
         )
-        for tg in groups
-    ]
-    threads = tuple(ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals)
-    return Workflow(
-        name=clean("/".join(str(t) for t in root.name)),
-        start_ns=ns(root.enqueued),
-        end_ns=ns(max(stop, root.enqueued)),
-        tasks=tuple(steps),
-        threads=threads,
+        for tg, name, prefix, start_ns, end_ns in ran
     )
+    return _TreeGroups(steps, tuple(evidence), compute_by_prefix)
 
 
 def analyse_root(
@@ -114,40 +190,41 @@ def analyse_root(
     each group, from :meth:`TaskGroups.tally`; ``worker_threads``: most threads of one
     worker; ``memory_of``: the memory ledger of each span of the tree; ``tree_groups``:
     its groups, and ``tree_spans`` its spans, when the caller walked the tree already:
-    the tree is walked, and each group's durations read, once).
+    the tree is walked, and each group's Dask attributes read, once).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
     offered thread-seconds, busy never less than the tasks' compute time."""
     if tree_groups is None:
         tree_groups = list(root.traverse_groups())
-    # Dask builds a new mapping on each read of a group's all_durations
-    durations = [tg.all_durations for tg in tree_groups]
-    compute_by_prefix: dict[str, float] = {}
-    for tg, group_durations in zip(tree_groups, durations, strict=True):
-        compute = group_durations.get("compute", 0.0)
-        if compute:
-            prefix = clean(tg.prefix.name)
-            compute_by_prefix[prefix] = compute_by_prefix.get(prefix, 0.0) + compute
+    spans = _tree_spans(
+        root.traverse_spans() if tree_spans is None else tree_spans, memory_of, time()
+    )
+    groups = _tree_groups(tree_groups, spans, tally, submitted_at)
+    compute_by_prefix = groups.compute_by_prefix
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
-    workflow = group_workflow(root, stop, intervals, submitted_at, tree_groups)
+    workflow = Workflow(
+        name=clean("/".join(str(t) for t in root.name)),
+        start_ns=ns(root.enqueued),
+        end_ns=ns(max(stop, root.enqueued)),
+        tasks=groups.steps,
+        threads=tuple(ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals),
+    )
     path = critical_path(workflow)
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
     efficiency = parallel_efficiency(
         busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
     )
-    evidence = root_evidence(
+    evidence = _evidence(
         root,
         workflow,
         path,
+        spans,
+        groups.evidence,
         tree_metrics or {},
-        tally,
         efficiency=efficiency,
         peak_threads=max((n for _, _, n in intervals), default=0),
         worker_threads=worker_threads,
-        memory_of=memory_of,
-        tree_groups=list(zip(tree_groups, durations, strict=True)),
-        tree_spans=tree_spans,
     )
     return WorkflowAnalysis(
         sequential_time=sequential,
@@ -185,80 +262,55 @@ def root_evidence(
     worker_threads: int,
     memory_of: MemoryOf = lambda uuid: None,
     now: float | None = None,
-    tree_groups: Sequence[tuple[TaskGroup, Mapping[str, float]]] | None = None,
-    tree_spans: Sequence[Span] | None = None,
 ) -> Evidence:
-    """The diagnosis's evidence of a finished root: O(its groups + its sub-spans'
-    own metric keys), on the event loop with the rest of the root's analysis
-    (``tree_groups``: the tree's groups with their ``all_durations``, and
-    ``tree_spans`` its spans, when read already)."""
-    now = time() if now is None else now
-    spans: dict[str, dict[str, float]] = {}
-    names: dict[str, str] = {}
-    ledgers: dict[str, SpanMemory] = {}
-    spilled = unspilled = pause_s = 0.0
-    pauses = lost = 0
-    for node in root.traverse_spans() if tree_spans is None else tree_spans:
-        name = names[node.id] = clean("/".join(map(str, node.name)))
-        own, wrote, read = _execute_digest(node._cumulative_worker_metrics)
-        if own:
-            spans[name] = own
-        ledger = memory_of(node.id)
-        if ledger is None:
-            continue
-        ledgers[node.id] = ledger
-        spilled, unspilled = spilled + wrote, unspilled + read
-        pauses, lost = pauses + ledger.pauses, lost + ledger.workers_lost
-        pause_s += ledger.pause_seconds_at(now)
-    root_ledger = ledgers.get(root.id)
-    if tree_groups is None:
-        tree_groups = [(tg, tg.all_durations) for tg in root.traverse_groups()]
-    groups = []
-    for tg, group_durations in tree_groups:
-        span_id = str(tg.span_id or "")
-        ledger = ledgers.get(span_id)
-        held = ledger.group_of(tg.name) if ledger is not None else None
-        counts = tally(tg)
-        durations = {str(k): float(v) for k, v in group_durations.items()}
-        runs = counts.runs if counts else 0
-        slowest = counts.slowest_s if counts and counts.slowest_s > 0 else None
-        typical = None
-        if slowest is not None and runs > 1:
-            typical = max(durations.get("compute", 0.0) - slowest, 0.0) / (runs - 1)
-        groups.append(
-            GroupEvidence(
-                name=clean(str(tg.name)),
-                prefix=clean(tg.prefix.name),
-                tasks=len(tg),
-                runs=runs,
-                erred=counts.erred if counts else int(tg.states.get("erred", 0)),
-                durations=durations,
-                start_ns=ns(tg.start),
-                end_ns=ns(max(tg.stop, tg.start)),
-                slowest_s=slowest,
-                slowest_key=counts.slowest_key if counts else None,
-                typical_s=typical,
-                span=names.get(span_id, ""),
-                peak_bytes=held.peak if held is not None else 0,
-            )
-        )
+    """The diagnosis's evidence of a finished root, as :func:`analyse_root` gathers it:
+    O(its groups + its sub-spans' own metric keys), on the event loop with the rest of
+    the root's analysis."""
+    spans = _tree_spans(root.traverse_spans(), memory_of, time() if now is None else now)
+    groups = _tree_groups(root.traverse_groups(), spans, tally, lambda tg: None)
+    return _evidence(
+        root,
+        workflow,
+        path,
+        spans,
+        groups.evidence,
+        tree_metrics,
+        efficiency=efficiency,
+        peak_threads=peak_threads,
+        worker_threads=worker_threads,
+    )
+
+
+def _evidence(
+    root: Span,
+    workflow: Workflow,
+    path: CriticalPath,
+    spans: _TreeSpans,
+    groups: tuple[GroupEvidence, ...],
+    tree_metrics: Mapping[Any, float],
+    *,
+    efficiency: float | None,
+    peak_threads: int,
+    worker_threads: int,
+) -> Evidence:
+    root_ledger = spans.ledgers.get(root.id)
     return Evidence(
         name=workflow.name,
         wall_s=workflow.wall_ns / 1e9,
         path=path,
-        groups=tuple(groups),
+        groups=groups,
         activities=execute_seconds(tree_metrics),
-        span_activities=spans,
+        span_activities=spans.activities,
         efficiency=efficiency,
         peak_threads=peak_threads,
         worker_threads=worker_threads,
         path_of_groups=True,
         peak_bytes=root_ledger.tree_peak if root_ledger is not None else 0,
-        spilled_bytes=spilled,
-        unspilled_bytes=unspilled,
-        pauses=pauses,
-        pause_s=pause_s,
-        workers_lost=lost,
+        spilled_bytes=spans.spilled,
+        unspilled_bytes=spans.unspilled,
+        pauses=spans.pauses,
+        pause_s=spans.pause_s,
+        workers_lost=spans.lost,
     )
 
 

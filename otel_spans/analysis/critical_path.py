@@ -120,7 +120,7 @@ def critical_path(workflow: Workflow) -> CriticalPath:
         )
     by_key = _last_run_by_key(tasks)
     by_end = sorted(tasks, key=_finish_order)
-    ends = [t.end_ns for t in by_end]
+    ends = list(map(_end, by_end))
     task = by_end[-1]
     backwards = [task]
     seen = {task.key}
@@ -162,7 +162,7 @@ def _last_done_before(
 
 
 def _last_run_by_key(tasks: Sequence[TaskRun]) -> dict[str, TaskRun]:
-    by_key = {task.key: task for task in tasks}
+    by_key = dict(zip(map(_key, tasks), tasks, strict=True))
     if len(by_key) != len(tasks):
         # Rare (recomputed keys): only then pay for comparing runs.
         for task in tasks:
@@ -173,6 +173,7 @@ def _last_run_by_key(tasks: Sequence[TaskRun]) -> dict[str, TaskRun]:
 
 #: Tasks by end, ties by key.
 _finish_order = attrgetter("end_ns", "key")
+_end, _key = attrgetter("end_ns"), attrgetter("key")
 
 
 def _inputs_from(task: TaskRun, dep: TaskRun) -> list[Phase]:
@@ -250,8 +251,7 @@ def _path_of(workflow: Workflow, chain: list[TaskRun]) -> CriticalPath:
 
 
 def _shares(totals: Mapping[str, list[int]], whole_ns: int) -> tuple[Share, ...]:
-    shares = [
-        Share(name, count, ns / _NS_PER_S, ns / whole_ns if whole_ns else 0.0)
-        for name, (count, ns) in totals.items()
-    ]
+    shares = []
+    for name, (count, ns) in totals.items():
+        shares.append(Share(name, count, ns / _NS_PER_S, ns / whole_ns if whole_ns else 0.0))
     return tuple(sorted(shares, key=lambda s: (-s.seconds, s.name)))

@@ -110,6 +110,7 @@ def _tree_groups(
     compute_by_prefix: dict[str, float] = {}
     evidence = []
     ran: list[tuple[TaskGroup, str, str, int, int]] = []
+    names: dict[int, str] = {}  # of the groups that ran, by id
     for tg in tree_groups:
         name = clean(str(tg.name))
         prefix = clean(tg.prefix.name)
@@ -117,12 +118,13 @@ def _tree_groups(
         start_ns, end_ns = ns(start), ns(max(stop, start))
         # Dask builds a new mapping on each read of a group's all_durations
         read = tg.all_durations
-        durations = {str(k): float(v) for k, v in read.items()}
+        durations = dict(zip(map(str, read), map(float, read.values()), strict=True))
         compute = read.get("compute", 0.0)
         if compute:
             compute_by_prefix[prefix] = compute_by_prefix.get(prefix, 0.0) + compute
         if start and stop:
             ran.append((tg, name, prefix, start_ns, end_ns))
+            names[id(tg)] = name
         span_id = str(tg.span_id or "")
         ledger = spans.ledgers.get(span_id)
         held = ledger.group_of(tg.name) if ledger is not None else None
@@ -149,22 +151,26 @@ def _tree_groups(
                 peak_bytes=held.peak if held is not None else 0,
             )
         )
-    names = {id(tg): name for tg, name, _, _, _ in ran}
-    steps = tuple(
-        TaskRun(
-            key=name,
-            prefix=prefix,
-            group=name,
-            worker="",
-            thread=None,
-            start_ns=start_ns,
-            end_ns=end_ns,
-            dependencies=tuple(names[id(d)] for d in tg.dependencies if id(d) in names),
-            submitted_ns=_ns_or_none(submitted_at(tg)),
+    steps = []
+    for tg, name, prefix, start_ns, end_ns in ran:
+        dependencies = []
+        for d in tg.dependencies:
+            if id(d) in names:
+                dependencies.append(names[id(d)])
+        steps.append(
+            TaskRun(
+                key=name,
+                prefix=prefix,
+                group=name,
+                worker="",
+                thread=None,
+                start_ns=start_ns,
+                end_ns=end_ns,
+                dependencies=tuple(dependencies),
+                submitted_ns=_ns_or_none(submitted_at(tg)),
+            )
         )
-        for tg, name, prefix, start_ns, end_ns in ran
-    )
-    return _TreeGroups(steps, tuple(evidence), compute_by_prefix)
+    return _TreeGroups(tuple(steps), tuple(evidence), compute_by_prefix)
 
 
 def analyse_root(
@@ -203,12 +209,17 @@ def analyse_root(
     compute_by_prefix = groups.compute_by_prefix
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
+    threads = []
+    peak_threads: int | None = None
+    for t0, t1, n in intervals:
+        threads.append(ThreadInterval(ns(t0), ns(max(t1, t0)), n))
+        peak_threads = n if peak_threads is None else max(peak_threads, n)
     workflow = Workflow(
-        name=clean("/".join(str(t) for t in root.name)),
+        name=clean("/".join(map(str, root.name))),
         start_ns=ns(root.enqueued),
         end_ns=ns(max(stop, root.enqueued)),
         tasks=groups.steps,
-        threads=tuple(ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals),
+        threads=tuple(threads),
     )
     path = critical_path(workflow)
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -223,19 +234,25 @@ def analyse_root(
         groups.evidence,
         tree_metrics or {},
         efficiency=efficiency,
-        peak_threads=max((n for _, _, n in intervals), default=0),
+        peak_threads=0 if peak_threads is None else peak_threads,
         worker_threads=worker_threads,
     )
+    on_path = []
+    for step in path.steps:
+        on_path.append(step.task.key)
+    bottlenecks, shares = [], []
+    for p, s in ranked[:MAX_BOTTLENECKS]:
+        bottlenecks.append(p)
+        if sequential:
+            shares.append(f"{p}={s / sequential:.3f}")
     return WorkflowAnalysis(
         sequential_time=sequential,
-        critical_path_groups=tuple(step.task.key for step in path.steps),
+        critical_path_groups=tuple(on_path),
         critical_path_length=path.length_s,
         efficiency=efficiency,
         speedup=sequential / wall if wall > 0 else None,
-        bottlenecks=tuple(p for p, _ in ranked[:MAX_BOTTLENECKS]),
-        bottleneck_shares=tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
-        if sequential
-        else None,
+        bottlenecks=tuple(bottlenecks),
+        bottleneck_shares=tuple(shares) if sequential else None,
         findings=_diagnosed(evidence),
         worker_threads=worker_threads,
     )

@@ -10,9 +10,9 @@ seconds computed from integer sums. Iterative and ``O(n log n)`` in the number o
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from otel_spans.analysis.model import Phase, TaskRun, Workflow
 
@@ -120,18 +120,20 @@ def critical_path(workflow: Workflow) -> CriticalPath:
         )
     by_key = _last_run_by_key(tasks)
     by_end = sorted(tasks, key=_finish_order)
-    ends = [t.end_ns for t in by_end]
+    ends = list(map(_end, by_end))
     task = by_end[-1]
     backwards = [task]
     seen = {task.key}
     while True:
         best: TaskRun | None = None
         best_rank = (0, 0, "")
+        local = not task.transfers  # a group-level step: its inputs arrive as they end
         for dep_key in task.dependencies:
             dep = by_key.get(dep_key)
             if dep is None or dep_key in seen:
                 continue
-            rank = (_arrival_ns(dep, task), dep.end_ns, dep_key)
+            end = dep.end_ns
+            rank = (end if local else _arrival_ns(dep, task), end, dep_key)
             if best is None or rank > best_rank:
                 best, best_rank = dep, rank
         submitted = task.submitted_ns
@@ -160,7 +162,7 @@ def _last_done_before(
 
 
 def _last_run_by_key(tasks: Sequence[TaskRun]) -> dict[str, TaskRun]:
-    by_key = {task.key: task for task in tasks}
+    by_key = dict(zip(map(_key, tasks), tasks, strict=True))
     if len(by_key) != len(tasks):
         # Rare (recomputed keys): only then pay for comparing runs.
         for task in tasks:
@@ -169,8 +171,9 @@ def _last_run_by_key(tasks: Sequence[TaskRun]) -> dict[str, TaskRun]:
     return by_key
 
 
-def _finish_order(task: TaskRun) -> tuple[int, str]:
-    return (task.end_ns, task.key)
+#: Tasks by end, ties by key.
+_finish_order = attrgetter("end_ns", "key")
+_end, _key = attrgetter("end_ns"), attrgetter("key")
 
 
 def _inputs_from(task: TaskRun, dep: TaskRun) -> list[Phase]:
@@ -202,25 +205,34 @@ def _covered_ns(phases: Iterable[Phase], lo: int, hi: int) -> int:
 def _path_of(workflow: Workflow, chain: list[TaskRun]) -> CriticalPath:
     steps: list[PathStep] = []
     compute_ns = transfer_ns = wait_ns = client_ns = 0
-    prefixes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    # name -> [tasks, compute ns]
+    prefixes: dict[str, list[int]] = {}
+    groups: dict[str, list[int]] = {}
     previous: TaskRun | None = None
     for task in chain:
+        start, end = task.start_ns, task.end_ns
         ready = workflow.start_ns if previous is None else previous.end_ns
-        inputs = task.transfers if previous is None else _inputs_from(task, previous)
-        transfer = _covered_ns(inputs, ready, task.start_ns) if inputs else 0
-        wait = max(0, task.start_ns - ready - transfer)
+        transfer = 0
+        if task.transfers:
+            inputs = task.transfers if previous is None else _inputs_from(task, previous)
+            transfer = _covered_ns(inputs, ready, start) if inputs else 0
+        wait = max(0, start - ready - transfer)
         client = 0
         if previous is not None and task.submitted_ns is not None:
             client = min(wait, max(0, task.submitted_ns - ready))
         steps.append(PathStep(task, transfer / _NS_PER_S, wait / _NS_PER_S, client / _NS_PER_S))
-        compute_ns += task.compute_ns
+        compute = end - start
+        compute_ns += compute
         transfer_ns += transfer
         wait_ns += wait
         client_ns += client
         for totals, name in ((prefixes, task.prefix), (groups, task.group)):
-            totals[name][0] += 1
-            totals[name][1] += task.compute_ns
+            total = totals.get(name)
+            if total is None:
+                totals[name] = [1, compute]
+            else:
+                total[0] += 1
+                total[1] += compute
         previous = task
     tail_ns = max(0, workflow.end_ns - chain[-1].end_ns)
     length_ns = compute_ns + transfer_ns
@@ -239,8 +251,7 @@ def _path_of(workflow: Workflow, chain: list[TaskRun]) -> CriticalPath:
 
 
 def _shares(totals: Mapping[str, list[int]], whole_ns: int) -> tuple[Share, ...]:
-    shares = [
-        Share(name, count, ns / _NS_PER_S, ns / whole_ns if whole_ns else 0.0)
-        for name, (count, ns) in totals.items()
-    ]
+    shares = []
+    for name, (count, ns) in totals.items():
+        shares.append(Share(name, count, ns / _NS_PER_S, ns / whole_ns if whole_ns else 0.0))
     return tuple(sorted(shares, key=lambda s: (-s.seconds, s.name)))

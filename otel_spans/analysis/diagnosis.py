@@ -10,9 +10,16 @@ docs/telemetry.md (*Diagnosis*).
 
 from __future__ import annotations
 
-from otel_spans.analysis.evidence import Evidence
-from otel_spans.analysis.ledger import Ledger
-from otel_spans.analysis.rules import RULES
+from otel_spans.analysis.evidence import SPILL_ACTIVITIES, Evidence
+from otel_spans.analysis.ledger import Ledger, Rule
+from otel_spans.analysis.rules import (
+    QUEUEING_EFFICIENCY,
+    RULES,
+    STRAGGLER_FACTOR,
+    STRAGGLER_MIN_TASKS,
+    TINY_MIN_TASKS,
+    UNDERUTILISED_EFFICIENCY,
+)
 from otel_spans.records import Finding
 
 #: Shares of wall time: a finding below ``REPORT_SHARE`` is not reported (erred and
@@ -46,7 +53,7 @@ def diagnose(evidence: Evidence) -> tuple[Finding, ...]:
     ledger = Ledger(evidence)
     wall = ledger.wall
     findings = []
-    for rule in RULES:
+    for rule in may_apply(evidence):
         draft = rule(evidence, ledger)
         if draft is None:
             continue
@@ -72,3 +79,47 @@ def diagnose(evidence: Evidence) -> tuple[Finding, ...]:
         )
     findings.sort(key=lambda f: (_SEVERITY_RANK[f.severity], -f.share, f.id))
     return tuple(findings)
+
+
+def may_apply(evidence: Evidence) -> list[Rule]:
+    """The rules of :data:`~.rules.RULES` that may find something in ``evidence``, in
+    order.
+
+    Each rule left out is one whose first tests fail: a necessary condition of its
+    finding, read here for all rules in one pass over the groups, so that the
+    diagnosis of a quiet workflow (on the scheduler, every finished root) calls only
+    the few rules that weigh something. Leaving a rule out changes nothing: a rule
+    claims from the ledger only when it finds something."""
+    erred = rerun = slow = tiny = moved = False
+    for g in evidence.groups:
+        erred = erred or bool(g.erred)
+        rerun = rerun or g.runs > g.tasks
+        tiny = tiny or g.tasks >= TINY_MIN_TASKS
+        moved = moved or "transfer" in g.durations
+        slowest, typical = g.slowest_s, g.typical_s
+        if slowest is None or not typical:
+            continue
+        if not (g.tasks < STRAGGLER_MIN_TASKS or slowest <= STRAGGLER_FACTOR * typical):
+            slow = True
+    client = False
+    for step in evidence.path.steps:
+        client = client or step.client_s > 0
+    activities, eff = evidence.activities, evidence.efficiency
+    applies = (
+        erred,
+        rerun,
+        slow,
+        tiny,
+        bool(evidence.pauses or evidence.workers_lost or evidence.spilled_bytes > 0),
+        SPILL_ACTIVITIES[0] in activities or SPILL_ACTIVITIES[1] in activities,
+        moved or not evidence.path.transfer_s <= 0,
+        evidence.worker_threads >= 2 and bool(evidence.span_activities),
+        client,
+        not (eff is None or eff < QUEUEING_EFFICIENCY),
+        not (eff is None or eff >= UNDERUTILISED_EFFICIENCY or evidence.peak_threads < 2),
+    )
+    rules = []
+    for rule, may in zip(RULES, applies, strict=True):
+        if may:
+            rules.append(rule)
+    return rules

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from otel_spans.analysis.evidence import Evidence
 from otel_spans.records import EvidenceValue
@@ -53,10 +54,14 @@ class Ledger:
         return got
 
 
+_name = attrgetter("name")
+
+
 def _inner_wait(evidence: Evidence) -> float:
     """Seconds of the group-level path's steps beyond their slowest task: tasks of the
     group that were ready and waited (for a thread, or for each other)."""
-    by_name = {g.name: g for g in evidence.groups}
+    groups = evidence.groups
+    by_name = dict(zip(map(_name, groups), groups, strict=True))  # no frame of its own
     total = 0.0
     for step in evidence.path.steps:
         group = by_name.get(step.task.group)

@@ -95,15 +95,19 @@ def recomputation(evidence: Evidence, ledger: Ledger) -> Draft | None:
 
 
 def straggler(evidence: Evidence, ledger: Ledger) -> Draft | None:
-    on_path = _on_path(evidence)
+    on_path: set[str] | None = None  # gathered once a group has a straggler
     # On a task-level path the slow task itself must be on it, not only its group.
     keys = None if evidence.path_of_groups else set(evidence.path.keys)
     best: tuple[float, GroupEvidence, float, float] | None = None
     for g in evidence.groups:
         slowest, typical = g.slowest_s, g.typical_s
-        if g.name not in on_path or slowest is None or not typical:
+        if slowest is None or not typical:
             continue
         if g.tasks < STRAGGLER_MIN_TASKS or slowest <= STRAGGLER_FACTOR * typical:
+            continue
+        if on_path is None:
+            on_path = _on_path(evidence)
+        if g.name not in on_path:
             continue
         if keys is not None and g.slowest_key not in keys:
             continue

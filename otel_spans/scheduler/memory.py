@@ -89,6 +89,8 @@ class SpanMemory:
 
     def pause_seconds_at(self, now: float) -> float:
         """Seconds of its pauses, those under way counted up to ``now``."""
+        if not self.paused:  # nearly always (read for every span of a finished root)
+            return self.pause_seconds
         return self.pause_seconds + sum(max(now - t, 0.0) for t, _ in self.paused.values())
 
     def add_lost_event(self, event: SpanEventRecord) -> None:

@@ -25,10 +25,16 @@ from otel_spans.analysis.critical_path import CriticalPath, critical_path
 from otel_spans.analysis.diagnosis import diagnose
 from otel_spans.analysis.efficiency import busy_seconds, parallel_efficiency
 from otel_spans.analysis.evidence import Evidence, GroupEvidence
-from otel_spans.analysis.model import TaskRun, ThreadInterval, Workflow
+from otel_spans.analysis.model import ThreadInterval, Workflow
 from otel_spans.names import LABEL_LENGTH, clean
 from otel_spans.records import AttrValue, Finding, LogEntry, SpanEventRecord, WorkflowAnalysis, ns
-from otel_spans.scheduler.memory import SpanMemory
+from otel_spans.scheduler.root_reads import (
+    MemoryOf,
+    TreeSpans,
+    execute_seconds,
+    read_groups,
+    read_spans,
+)
 from otel_spans.scheduler.task_groups import Tally
 
 if TYPE_CHECKING:
@@ -46,49 +52,6 @@ MAX_NTHREADS_EVENTS = 256
 
 #: ``Span.nthreads_intervals``: (start, stop, threads) of the cluster while a span ran.
 Intervals = list[tuple[float, float, int]]
-#: The memory ledger of a Dask span by its id (scheduler/memory.py); None if untracked.
-MemoryOf = Callable[[str], "SpanMemory | None"]
-
-
-def group_workflow(
-    root: Span,
-    stop: float,
-    intervals: Intervals,
-    submitted_at: Callable[[TaskGroup], float | None],
-    tree_groups: Sequence[TaskGroup],
-) -> Workflow:
-    """The workflow of ``root``'s tree with each task group as one step.
-
-    ``stop`` and ``intervals`` are the root's ``Span.stop`` and ``nthreads_intervals``,
-    read once by the caller: Dask computes each by walking the whole subtree.
-    ``submitted_at`` gives when a group's computation was submitted, so that the
-    critical path follows stages the client ran one after another. ``tree_groups``:
-    the tree's groups, walked once by :func:`analyse_root`.
-    """
-    groups = [tg for tg in tree_groups if tg.start and tg.stop]
-    names = {id(tg): clean(str(tg.name)) for tg in groups}
-    steps = [
-        TaskRun(
-            key=names[id(tg)],
-            prefix=clean(tg.prefix.name),
-            group=names[id(tg)],
-            worker="",
-            thread=None,
-            start_ns=ns(tg.start),
-            end_ns=ns(max(tg.stop, tg.start)),
-            dependencies=tuple(names[id(d)] for d in tg.dependencies if id(d) in names),
-            submitted_ns=_ns_or_none(submitted_at(tg)),
-        )
-        for tg in groups
-    ]
-    threads = tuple(ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals)
-    return Workflow(
-        name=clean("/".join(str(t) for t in root.name)),
-        start_ns=ns(root.enqueued),
-        end_ns=ns(max(stop, root.enqueued)),
-        tasks=tuple(steps),
-        threads=threads,
-    )
 
 
 def analyse_root(
@@ -114,51 +77,63 @@ def analyse_root(
     each group, from :meth:`TaskGroups.tally`; ``worker_threads``: most threads of one
     worker; ``memory_of``: the memory ledger of each span of the tree; ``tree_groups``:
     its groups, and ``tree_spans`` its spans, when the caller walked the tree already:
-    the tree is walked, and each group's durations read, once).
+    the tree is walked, and each group's Dask attributes read, once).
 
     Parallel efficiency has one definition everywhere (docs/telemetry.md): busy over
     offered thread-seconds, busy never less than the tasks' compute time."""
     if tree_groups is None:
         tree_groups = list(root.traverse_groups())
-    # Dask builds a new mapping on each read of a group's all_durations
-    durations = [tg.all_durations for tg in tree_groups]
-    compute_by_prefix: dict[str, float] = {}
-    for tg, group_durations in zip(tree_groups, durations, strict=True):
-        compute = group_durations.get("compute", 0.0)
-        if compute:
-            prefix = clean(tg.prefix.name)
-            compute_by_prefix[prefix] = compute_by_prefix.get(prefix, 0.0) + compute
+    spans = read_spans(
+        root.traverse_spans() if tree_spans is None else tree_spans, memory_of, time()
+    )
+    groups = read_groups(tree_groups, spans, tally, submitted_at)
+    compute_by_prefix = groups.compute_by_prefix
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
-    workflow = group_workflow(root, stop, intervals, submitted_at, tree_groups)
+    threads = []
+    peak_threads: int | None = None
+    for t0, t1, n in intervals:
+        threads.append(ThreadInterval(ns(t0), ns(max(t1, t0)), n))
+        peak_threads = n if peak_threads is None else max(peak_threads, n)
+    workflow = Workflow(
+        name=clean("/".join(map(str, root.name))),
+        start_ns=ns(root.enqueued),
+        end_ns=ns(max(stop, root.enqueued)),
+        tasks=groups.steps,
+        threads=tuple(threads),
+    )
     path = critical_path(workflow)
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
     efficiency = parallel_efficiency(
         busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
     )
-    evidence = root_evidence(
+    evidence = _evidence(
         root,
         workflow,
         path,
+        spans,
+        groups.evidence,
         tree_metrics or {},
-        tally,
         efficiency=efficiency,
-        peak_threads=max((n for _, _, n in intervals), default=0),
+        peak_threads=0 if peak_threads is None else peak_threads,
         worker_threads=worker_threads,
-        memory_of=memory_of,
-        tree_groups=list(zip(tree_groups, durations, strict=True)),
-        tree_spans=tree_spans,
     )
+    on_path = []
+    for step in path.steps:
+        on_path.append(step.task.key)
+    bottlenecks, shares = [], []
+    for p, s in ranked[:MAX_BOTTLENECKS]:
+        bottlenecks.append(p)
+        if sequential:
+            shares.append(f"{p}={s / sequential:.3f}")
     return WorkflowAnalysis(
         sequential_time=sequential,
-        critical_path_groups=tuple(step.task.key for step in path.steps),
+        critical_path_groups=tuple(on_path),
         critical_path_length=path.length_s,
         efficiency=efficiency,
         speedup=sequential / wall if wall > 0 else None,
-        bottlenecks=tuple(p for p, _ in ranked[:MAX_BOTTLENECKS]),
-        bottleneck_shares=tuple(f"{p}={s / sequential:.3f}" for p, s in ranked[:MAX_BOTTLENECKS])
-        if sequential
-        else None,
+        bottlenecks=tuple(bottlenecks),
+        bottleneck_shares=tuple(shares) if sequential else None,
         findings=_diagnosed(evidence),
         worker_threads=worker_threads,
     )
@@ -185,107 +160,56 @@ def root_evidence(
     worker_threads: int,
     memory_of: MemoryOf = lambda uuid: None,
     now: float | None = None,
-    tree_groups: Sequence[tuple[TaskGroup, Mapping[str, float]]] | None = None,
-    tree_spans: Sequence[Span] | None = None,
 ) -> Evidence:
-    """The diagnosis's evidence of a finished root: O(its groups + its sub-spans'
-    own metric keys), on the event loop with the rest of the root's analysis
-    (``tree_groups``: the tree's groups with their ``all_durations``, and
-    ``tree_spans`` its spans, when read already)."""
-    now = time() if now is None else now
-    spans: dict[str, dict[str, float]] = {}
-    names: dict[str, str] = {}
-    ledgers: dict[str, SpanMemory] = {}
-    spilled = unspilled = pause_s = 0.0
-    pauses = lost = 0
-    for node in root.traverse_spans() if tree_spans is None else tree_spans:
-        name = names[node.id] = clean("/".join(map(str, node.name)))
-        own, wrote, read = _execute_digest(node._cumulative_worker_metrics)
-        if own:
-            spans[name] = own
-        ledger = memory_of(node.id)
-        if ledger is None:
-            continue
-        ledgers[node.id] = ledger
-        spilled, unspilled = spilled + wrote, unspilled + read
-        pauses, lost = pauses + ledger.pauses, lost + ledger.workers_lost
-        pause_s += ledger.pause_seconds_at(now)
-    root_ledger = ledgers.get(root.id)
-    if tree_groups is None:
-        tree_groups = [(tg, tg.all_durations) for tg in root.traverse_groups()]
-    groups = []
-    for tg, group_durations in tree_groups:
-        span_id = str(tg.span_id or "")
-        ledger = ledgers.get(span_id)
-        held = ledger.group_of(tg.name) if ledger is not None else None
-        counts = tally(tg)
-        durations = {str(k): float(v) for k, v in group_durations.items()}
-        runs = counts.runs if counts else 0
-        slowest = counts.slowest_s if counts and counts.slowest_s > 0 else None
-        typical = None
-        if slowest is not None and runs > 1:
-            typical = max(durations.get("compute", 0.0) - slowest, 0.0) / (runs - 1)
-        groups.append(
-            GroupEvidence(
-                name=clean(str(tg.name)),
-                prefix=clean(tg.prefix.name),
-                tasks=len(tg),
-                runs=runs,
-                erred=counts.erred if counts else int(tg.states.get("erred", 0)),
-                durations=durations,
-                start_ns=ns(tg.start),
-                end_ns=ns(max(tg.stop, tg.start)),
-                slowest_s=slowest,
-                slowest_key=counts.slowest_key if counts else None,
-                typical_s=typical,
-                span=names.get(span_id, ""),
-                peak_bytes=held.peak if held is not None else 0,
-            )
-        )
+    """The diagnosis's evidence of a finished root, as :func:`analyse_root` gathers it:
+    O(its groups + its sub-spans' own metric keys), on the event loop with the rest of
+    the root's analysis."""
+    spans = read_spans(root.traverse_spans(), memory_of, time() if now is None else now)
+    groups = read_groups(root.traverse_groups(), spans, tally, lambda tg: None)
+    return _evidence(
+        root,
+        workflow,
+        path,
+        spans,
+        groups.evidence,
+        tree_metrics,
+        efficiency=efficiency,
+        peak_threads=peak_threads,
+        worker_threads=worker_threads,
+    )
+
+
+def _evidence(
+    root: Span,
+    workflow: Workflow,
+    path: CriticalPath,
+    spans: TreeSpans,
+    groups: tuple[GroupEvidence, ...],
+    tree_metrics: Mapping[Any, float],
+    *,
+    efficiency: float | None,
+    peak_threads: int,
+    worker_threads: int,
+) -> Evidence:
+    root_ledger = spans.ledgers.get(root.id)
     return Evidence(
         name=workflow.name,
         wall_s=workflow.wall_ns / 1e9,
         path=path,
-        groups=tuple(groups),
+        groups=groups,
         activities=execute_seconds(tree_metrics),
-        span_activities=spans,
+        span_activities=spans.activities,
         efficiency=efficiency,
         peak_threads=peak_threads,
         worker_threads=worker_threads,
         path_of_groups=True,
         peak_bytes=root_ledger.tree_peak if root_ledger is not None else 0,
-        spilled_bytes=spilled,
-        unspilled_bytes=unspilled,
-        pauses=pauses,
-        pause_s=pause_s,
-        workers_lost=lost,
+        spilled_bytes=spans.spilled,
+        unspilled_bytes=spans.unspilled,
+        pauses=spans.pauses,
+        pause_s=spans.pause_s,
+        workers_lost=spans.lost,
     )
-
-
-def execute_seconds(metrics: Mapping[Any, float]) -> dict[str, float]:
-    """Seconds by activity of Dask's ``execute`` fine performance metrics."""
-    return _execute_digest(metrics)[0]
-
-
-def _execute_digest(metrics: Mapping[Any, float]) -> tuple[dict[str, float], float, float]:
-    """One pass over a span's ``execute`` fine performance metrics: seconds by
-    activity (:func:`execute_seconds`) and the bytes written to and read from disk
-    (:func:`~otel_spans.scheduler.memory.disk_bytes`)."""
-    seconds: dict[str, float] = {}
-    spilled = unspilled = 0.0
-    for key, value in metrics.items():
-        if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
-            continue
-        unit = key[3]
-        if unit == "seconds":
-            activity = str(key[2])
-            seconds[activity] = seconds.get(activity, 0.0) + value
-        elif unit == "bytes":
-            if key[2] == "disk-write":
-                spilled += value
-            elif key[2] == "disk-read":
-                unspilled += value
-    return seconds, spilled, unspilled
 
 
 #: Longest advice or subject text on a finding's event and log record.
@@ -339,10 +263,6 @@ def diagnosis_log(
         trace_id=trace_id,
         span_id=span_id,
     )
-
-
-def _ns_or_none(seconds: float | None) -> int | None:
-    return ns(seconds) if seconds else None
 
 
 def nthreads_events(intervals: Intervals) -> tuple[tuple[SpanEventRecord, ...], int]:

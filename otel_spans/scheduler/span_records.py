@@ -31,12 +31,12 @@ from otel_spans.records import (
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.callers import Caller
 from otel_spans.scheduler.root_analysis import (
-    MemoryOf,
     analyse_root,
     diagnosis_events,
     diagnosis_log,
     nthreads_events,
 )
+from otel_spans.scheduler.root_reads import MemoryOf
 from otel_spans.scheduler.span_state import SpanIdentity
 from otel_spans.scheduler.task_groups import Tally
 

@@ -284,6 +284,45 @@ def test_path_is_a_dependency_chain_accounting_for_the_wall_time(workflow: Workf
     assert path.length_s <= path.wall_s + 1e-9
 
 
+@st.composite
+def group_steps(draw: st.DrawFn) -> Workflow:
+    """Group-level workflows, as the scheduler builds them: steps with no transfers
+    that may overlap their dependencies, often with a submission time."""
+    n = draw(st.integers(1, 8))
+    steps: list[TaskRun] = []
+    for i in range(n):
+        deps = draw(st.lists(st.integers(0, i - 1), max_size=3, unique=True)) if i else []
+        start = at(draw(st.integers(0, 50)) * 10)
+        end = start + draw(st.integers(0, 30)) * 10 * MS
+        submitted = draw(st.none() | st.integers(0, 500).map(lambda ms: at(ms)))
+        name = f"g-{draw(st.integers(0, n))}"  # a repeated name: a recomputed group
+        prefix = draw(st.sampled_from(["load", "step"]))
+        dependencies = tuple(steps[d].key for d in deps)
+        steps.append(
+            TaskRun(name, prefix, name, "", None, start, end, dependencies, submitted_ns=submitted)
+        )
+    end = max(t.end_ns for t in steps) + draw(st.integers(0, 100)) * MS
+    return Workflow("groups", at(0), end, tuple(steps))
+
+
+@settings(max_examples=300, deadline=None)
+@given(group_steps())
+def test_a_group_level_path_is_the_path_of_steps_with_transfers_that_carry_nothing(
+    workflow: Workflow,
+) -> None:
+    """Steps with no transfers take a shortcut through the walk (their inputs arrive as
+    their dependencies end); it gives what the general walk gives each step with a
+    transfer from no worker of the workflow, ended before the workflow started."""
+    nothing = (Phase("transfer", 0, 0, "tcp://elsewhere:1"),)
+    general = replace(workflow, tasks=tuple(replace(t, transfers=nothing) for t in workflow.tasks))
+    path, reference = critical_path(workflow), critical_path(general)
+    assert path.keys == reference.keys
+    assert [(s.transfer_s, s.wait_s, s.client_s) for s in path.steps] == [
+        (s.transfer_s, s.wait_s, s.client_s) for s in reference.steps
+    ]
+    assert replace(path, steps=()) == replace(reference, steps=())
+
+
 def synthetic_workflow(layers: int, width: int) -> Workflow:
     """``layers × width`` tasks on ``width`` threads of 100 workers; each task depends
     on two tasks of the previous layer, one on another worker with a transfer."""

@@ -7,11 +7,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_spans.analysis import diagnosis as d
 from otel_spans.analysis.critical_path import CriticalPath, PathStep
 from otel_spans.analysis.evidence import Evidence, GroupEvidence
+from otel_spans.analysis.ledger import Ledger
 from otel_spans.analysis.model import TaskRun
+from otel_spans.analysis.rules import RULES
 from otel_spans.semconv import IDLE_ACTIVITY
 
 S = 1_000_000_000
@@ -385,3 +389,61 @@ def test_scheduler_events_and_log_carry_the_findings() -> None:
         "INFO",
         "workflow 'wf' diagnosis: no finding",
     )
+
+
+_SECONDS = st.sampled_from([0.0, 0.0005, 0.01, 0.3, 1.0, 2.5])
+_ACTIVITIES = ["thread-cpu", "thread-noncpu", "disk-read", "disk-write", IDLE_ACTIVITY]
+
+
+@st.composite
+def any_evidence(draw: st.DrawFn) -> Evidence:
+    """Evidence with every rule's inputs drawn near its thresholds."""
+    names = [f"g-{i}" for i in range(draw(st.integers(0, 4)))]
+    groups = []
+    for name in names:
+        tasks = draw(st.sampled_from([0, 1, 2, 3, 10, 99, 100, 500]))
+        durations = draw(st.dictionaries(st.sampled_from(["transfer", "disk-read"]), _SECONDS))
+        groups.append(
+            group(
+                name,
+                tasks,
+                draw(_SECONDS),
+                runs=draw(st.sampled_from([0, tasks, tasks + 1])),
+                erred=draw(st.sampled_from([0, 0, 1])),
+                slowest=draw(st.none() | _SECONDS),
+                typical=draw(st.none() | _SECONDS),
+                **durations,
+            )
+        )
+    on_path = draw(st.lists(st.sampled_from(names), unique=True)) if names else []
+    steps = [step(n, draw(_SECONDS), draw(_SECONDS), draw(_SECONDS)) for n in on_path]
+    p = path(*steps, wall=draw(st.sampled_from([0.0, 1.0, 3.0])), transfer=draw(_SECONDS))
+    activity = st.dictionaries(st.sampled_from(_ACTIVITIES), _SECONDS)
+    e = evidence(
+        p,
+        *groups,
+        efficiency=draw(st.none() | st.sampled_from([0.0, 0.3, 0.5, 0.59, 0.6, 1.0])),
+        threads=draw(st.integers(0, 4)),
+        worker_threads=draw(st.integers(0, 4)),
+        activities=draw(activity),
+        spans=draw(st.dictionaries(st.sampled_from(["wf", "wf/a"]), activity, max_size=2)),
+    )
+    return replace(
+        e,
+        pauses=draw(st.integers(0, 1)),
+        workers_lost=draw(st.integers(0, 1)),
+        spilled_bytes=draw(st.sampled_from([0.0, 5.0, 20.0])),
+        peak_bytes=draw(st.sampled_from([0, 10])),
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(any_evidence())
+def test_the_rules_a_diagnosis_leaves_out_find_nothing(e: Evidence) -> None:
+    """The diagnosis calls only the rules that may apply: each rule it leaves out finds
+    nothing (and so claims nothing) in the same evidence."""
+    called = d.may_apply(e)
+    assert [r for r in RULES if r in called] == list(called)
+    for rule in RULES:
+        if rule not in called:
+            assert rule(e, Ledger(e)) is None, rule.__name__

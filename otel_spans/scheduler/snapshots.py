@@ -8,7 +8,6 @@ touch the OTel SDK.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
 from itertools import compress, islice, pairwise
@@ -177,48 +176,6 @@ def growth(
         delta = grown(seen, key, value)
         if delta:
             yield key, delta
-
-
-def run_totals(own: Mapping[Any, float], idle: float | None) -> dict[str, float]:
-    """A span's own worker metrics so far, as run-breakdown attribute keys.
-
-    ``own`` is ``Span._cumulative_worker_metrics`` (the span's own share, not its
-    subtree's); ``idle``, for a root, its tree's "idle or other spans" seconds.
-    O(the span's own metric keys).
-    """
-    totals: dict[str, float] = {}
-    for key, value in list(own.items()):
-        if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
-            continue
-        name = _run_name(str(key[3]), str(key[2]))
-        if name is not None:
-            totals[name] = totals.get(name, 0.0) + value
-    if idle is not None:
-        name = semconv.DASK_SPAN_RUN_TIME_PREFIX + semconv.key_part(semconv.IDLE_ACTIVITY)
-        totals[name] = idle
-    return totals
-
-
-@functools.lru_cache(maxsize=1024)
-def _run_name(unit: str, activity: str) -> str | None:
-    """The run-breakdown attribute key of an ``execute`` metric's unit and activity;
-    None for a unit it does not count. Remembered: every export reads the same few
-    activities again, and each key part is built character by character."""
-    prefix = semconv.DASK_SPAN_RUN_PREFIXES.get(unit)
-    return None if prefix is None else prefix + semconv.key_part(activity)
-
-
-def run_shares(
-    totals: Mapping[str, float], exported: Mapping[str, float]
-) -> tuple[tuple[str, float], ...]:
-    """This export's share of :func:`run_totals`: what grew since the ``exported`` totals
-    of the earlier exports, so that a continuation carries only its own run."""
-    out = []
-    for name, total in totals.items():
-        share = total - exported.get(name, 0.0)
-        if share > 0:
-            out.append((name, share))
-    return tuple(sorted(out))
 
 
 def busy_and_idle(tree: Mapping[Any, float]) -> tuple[float, float]:

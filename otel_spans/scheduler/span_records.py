@@ -28,7 +28,7 @@ from otel_spans.records import (
     WorkflowAnalysis,
     ns,
 )
-from otel_spans.scheduler import snapshots
+from otel_spans.scheduler import run_breakdown, snapshots
 from otel_spans.scheduler.callers import Caller
 from otel_spans.scheduler.root_analysis import (
     MemoryOf,
@@ -194,7 +194,7 @@ def span_record(
             events += diagnosis_events(analysis.findings, ns(max(stop, start)))
     totals: dict[str, float] = {}
     if full:
-        totals = snapshots.run_totals(span._cumulative_worker_metrics, idle)
+        totals = run_breakdown.run_totals(span._cumulative_worker_metrics, idle)
     record = SpanRecord(
         uuid=span.id,
         tags=identity.tags,
@@ -226,7 +226,7 @@ def span_record(
         workflow_attributes=snapshot.workflow_attributes,
         client_id=snapshot.client_id,
         client_user=snapshot.client_user,
-        run_breakdown=snapshots.run_shares(totals, snapshot.run_exported),
+        run_breakdown=run_breakdown.run_shares(totals, snapshot.run_exported),
         footprint=snapshot.footprint,
     )
     return SpanExport(record, totals, last)

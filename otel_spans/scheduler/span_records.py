@@ -12,7 +12,6 @@ Runs on the scheduler's event loop; never keeps a reference to a Dask object.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from otel_spans import ids, semconv
@@ -55,9 +54,11 @@ GroupBounds = Callable[["TaskGroup"], tuple[float, float] | None]
 TallyOf = Callable[["TaskGroup"], Tally | None]
 
 
-@dataclass(frozen=True, slots=True)
-class ExportSnapshot:
-    """What the tracker knows of one export of a Dask span, frozen when it exports."""
+class ExportSnapshot(NamedTuple):
+    """What the tracker knows of one export of a Dask span, frozen when it exports.
+
+    A named tuple: built once per export on the event loop, where a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``."""
 
     identity: SpanIdentity
     is_root: bool
@@ -68,6 +69,9 @@ class ExportSnapshot:
     continuation: int
     #: OTel span id of the previous export; 0 for the first.
     previous_span_id: int
+    #: OTel span id of the parent Dask span's first export (its track has it: not
+    #: hashed again per child); 0 for a root, and unused by continuations.
+    parent_span_id: int
     #: Where a continuation starts (when new work arrived, else where the previous
     #: export ended), epoch seconds; unused by the first export, which starts at
     #: ``Span.enqueued``.
@@ -130,8 +134,7 @@ def span_record(
         start = snapshot.resumed_at
     else:
         span_id = identity.otel_span_id
-        parent = span.parent
-        parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
+        parent_span_id = snapshot.parent_span_id
         start = span.enqueued
     links: tuple[LinkRecord, ...] = ()
     parent_remote = False

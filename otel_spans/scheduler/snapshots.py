@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
 from itertools import compress, islice, pairwise
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distributed.metrics import time as _now
@@ -210,7 +211,7 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
         groups = list(span.traverse_groups())
     enqueued = span.enqueued
     done = all(map(group_done, groups))
-    stop = max((tg.stop for tg in groups), default=enqueued) if done else _now()
+    stop = max(map(_STOP, groups), default=enqueued) if done else _now()
     if stop < enqueued:
         stop = enqueued
     if span.id == "(merged)":  # Dask's merge of several spans: its own gaps apply
@@ -219,8 +220,23 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
         intervals = nthreads_intervals(
             span._total_nthreads_history, span._total_nthreads_offset, enqueued, stop, done
         )
-    return TreeTimes(stop, intervals, sum((t1 - t0) * n for t0, t1, n in intervals))
+    return TreeTimes(stop, intervals, cpu_seconds(intervals))
 
+
+def cpu_seconds(intervals: list[tuple[float, float, int]]) -> float:
+    """Thread-seconds made available over ``intervals``, summed as Dask sums them; one
+    interval (the thread count did not change: nearly every span) without a generator
+    (``0.0 +`` is the first step of that sum)."""
+    if len(intervals) == 1:
+        t0, t1, n = intervals[0]
+        return 0.0 + (t1 - t0) * n
+    return sum((t1 - t0) * n for t0, t1, n in intervals)
+
+
+#: A task group's compute start and stop, read in C by ``map`` rather than by a
+#: generator's frame per group.
+_START = attrgetter("start")
+_STOP = attrgetter("stop")
 
 #: Task states that leave ``TaskGroup.done`` true, whatever their count.
 _FINAL_STATES = frozenset({"memory", "erred", "released", "forgotten"})
@@ -236,7 +252,7 @@ def group_done(tg: TaskGroup) -> bool:
 def tree_start(span: Span, groups: list[TaskGroup]) -> float:
     """``Span.start`` given the tree's ``groups``: its earliest compute start, 0 if no
     task finished yet."""
-    out = min((tg.start for tg in groups if tg.start != 0.0), default=0.0)
+    out = min(filter(None, map(_START, groups)), default=0.0)  # the groups with a start
     return max(out, span.enqueued) if out else out
 
 

@@ -364,8 +364,9 @@ def computation_events(
             (semconv.DASK_COMPUTATION_ID, str(computation.id)),
             (semconv.DASK_COMPUTATION_GROUPS, shared),
         )
-        for frames in list(computation.code)[:1]:
-            if frames and limit:
+        if limit:  # the first snippet (a SortedSet of frame stacks: iterated, not copied)
+            frames = next(iter(computation.code), None)
+            if frames:
                 attrs += ((semconv.DASK_SPAN_CODE_SNIPPET, frames[-1].code[:limit]),)
         events.append(SpanEventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
     return tuple(events)

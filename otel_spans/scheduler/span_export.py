@@ -110,7 +110,10 @@ class SpanExporter:
             finished_of=self._finished_of,
             group_bounds=task_groups.bounds if task_groups is not None else None,
             tally_of=task_groups.tally if task_groups is not None else None,
-            submitted_of=task_groups.submitted_in(span) if task_groups is not None else None,
+            # read by a finished root's analysis alone
+            submitted_of=task_groups.submitted_in(span)
+            if task_groups is not None and done and track.is_root
+            else None,
             memory_of=self._memory_of,
             fed=fed,
         )

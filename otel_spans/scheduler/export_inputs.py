@@ -11,6 +11,7 @@ Runs on the scheduler's event loop; never keeps a reference to a Dask object.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from distributed.metrics import time
@@ -20,7 +21,7 @@ from otel_spans.config import Settings
 from otel_spans.names import clean
 from otel_spans.records import AttrValue
 from otel_spans.scheduler import memory, snapshots, span_state
-from otel_spans.scheduler.callers import CallerContexts
+from otel_spans.scheduler.callers import CallerContexts, Origin
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.scheduler.span_records import ExportSnapshot
 from otel_spans.scheduler.span_state import TrackedSpan
@@ -125,15 +126,22 @@ def export_snapshot(
     *,
     done: bool,
     traces_enabled: bool,
+    span_id_of: Callable[[str], int] = ids.dask_span_id,
 ) -> ExportSnapshot:
-    """What the record of this export is built from: the tracker's side of it."""
+    """What the record of this export is built from: the tracker's side of it.
+
+    ``span_id_of``: the OTel span id of a Dask span's first export by its uuid (the
+    exporter reads its parent's from the parent's track rather than hashing again)."""
     continuation = track.exports
     attributes: tuple[tuple[str, AttrValue], ...] = ()
     client = user = None
+    parent = span.parent  # Dask dereferences a weak reference on each read: once
+    parent_span_id = span_id_of(parent.id) if parent is not None and not continuation else 0
     if traces_enabled:  # span attributes only: O(depth) for the root
-        root_uuid = snapshots.root_of(span).id
-        attributes = tuple(sorted(workflow_attributes(root_uuid, settings, callers).items()))
+        root_uuid = snapshots.root_of(parent).id if parent is not None else span.id
         origin = callers.origin(root_uuid)
+        if settings.workflow_attributes or (origin is not None and origin.attributes):
+            attributes = tuple(sorted(_merged(settings, origin).items()))
         if origin is not None and track.is_root:
             client, user = origin.client, origin.user
     return ExportSnapshot(
@@ -142,6 +150,7 @@ def export_snapshot(
         done=done,
         continuation=continuation,
         previous_span_id=track.last_span_id,
+        parent_span_id=parent_span_id,
         resumed_at=track.reopened_at if track.reopened_at is not None else track.last_end,
         caller=callers.get(span.id) if not continuation else None,
         workflow_attributes=attributes,
@@ -159,8 +168,12 @@ def workflow_attributes(
     root_uuid: str, settings: Settings, callers: CallerContexts
 ) -> dict[str, AttrValue]:
     """The workflow's attributes: configured, then given (given win)."""
+    return _merged(settings, callers.origin(root_uuid))
+
+
+def _merged(settings: Settings, origin: Origin | None) -> dict[str, AttrValue]:
+    """:func:`workflow_attributes` given the workflow's origin (read already)."""
     attributes: dict[str, AttrValue] = dict(settings.workflow_attributes)
-    origin = callers.origin(root_uuid)
     if origin is not None:
         attributes.update(origin.attributes)
     return attributes

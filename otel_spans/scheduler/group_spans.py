@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 #: Most dependency links built for a group span; the rest are counted as dropped.
 _MAX_LINKS = 128
+#: The attributes of every dependency link (one tuple, not one per link).
+_DEPENDENCY = ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_DEPENDENCY),)
 
 
 @dataclass(slots=True)
@@ -72,13 +74,7 @@ def dependency_links(
         if len(links) == _MAX_LINKS:
             links_dropped += 1
             continue
-        links.append(
-            LinkRecord(
-                dep_state.span.trace_id,
-                dep_state.span_id,
-                ((semconv.DASK_LINK_KIND, semconv.LINK_KIND_DEPENDENCY),),
-            )
-        )
+        links.append(LinkRecord(dep_state.span.trace_id, dep_state.span_id, _DEPENDENCY))
     return links, links_dropped
 
 

@@ -198,7 +198,11 @@ def group_footprint(
     """The memory record of one task group of the span (disk bytes: its prefix's in
     the span, which Dask's metrics do not split further)."""
     state = memory.group_of(name) or GroupMemory()
-    ongoing = sum(max(now - t, 0.0) for t, groups in memory.paused.values() if name in groups)
+    pause_seconds = state.pause_seconds
+    if memory.paused:  # pauses under way, counted up to now
+        pause_seconds += sum(
+            max(now - t, 0.0) for t, groups in memory.paused.values() if name in groups
+        )
     spilled, unspilled = disk_bytes(own, prefix)
     return MemoryRecord(
         peak=state.peak,
@@ -206,6 +210,6 @@ def group_footprint(
         spilled=spilled,
         unspilled=unspilled,
         pauses=state.pauses,
-        pause_seconds=state.pause_seconds + ongoing,
+        pause_seconds=pause_seconds,
         workers_lost=state.workers_lost,
     )

@@ -8,10 +8,10 @@ touch the OTel SDK.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
 from itertools import compress, islice, pairwise
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distributed.metrics import time as _now
@@ -179,48 +179,6 @@ def growth(
             yield key, delta
 
 
-def run_totals(own: Mapping[Any, float], idle: float | None) -> dict[str, float]:
-    """A span's own worker metrics so far, as run-breakdown attribute keys.
-
-    ``own`` is ``Span._cumulative_worker_metrics`` (the span's own share, not its
-    subtree's); ``idle``, for a root, its tree's "idle or other spans" seconds.
-    O(the span's own metric keys).
-    """
-    totals: dict[str, float] = {}
-    for key, value in list(own.items()):
-        if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "execute"):
-            continue
-        name = _run_name(str(key[3]), str(key[2]))
-        if name is not None:
-            totals[name] = totals.get(name, 0.0) + value
-    if idle is not None:
-        name = semconv.DASK_SPAN_RUN_TIME_PREFIX + semconv.key_part(semconv.IDLE_ACTIVITY)
-        totals[name] = idle
-    return totals
-
-
-@functools.lru_cache(maxsize=1024)
-def _run_name(unit: str, activity: str) -> str | None:
-    """The run-breakdown attribute key of an ``execute`` metric's unit and activity;
-    None for a unit it does not count. Remembered: every export reads the same few
-    activities again, and each key part is built character by character."""
-    prefix = semconv.DASK_SPAN_RUN_PREFIXES.get(unit)
-    return None if prefix is None else prefix + semconv.key_part(activity)
-
-
-def run_shares(
-    totals: Mapping[str, float], exported: Mapping[str, float]
-) -> tuple[tuple[str, float], ...]:
-    """This export's share of :func:`run_totals`: what grew since the ``exported`` totals
-    of the earlier exports, so that a continuation carries only its own run."""
-    out = []
-    for name, total in totals.items():
-        share = total - exported.get(name, 0.0)
-        if share > 0:
-            out.append((name, share))
-    return tuple(sorted(out))
-
-
 def busy_and_idle(tree: Mapping[Any, float]) -> tuple[float, float]:
     """A workflow's busy and idle thread-seconds from its root's
     ``Span.cumulative_worker_metrics`` (the whole tree, with Dask's idle key): busy is
@@ -253,7 +211,7 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
         groups = list(span.traverse_groups())
     enqueued = span.enqueued
     done = all(map(group_done, groups))
-    stop = max((tg.stop for tg in groups), default=enqueued) if done else _now()
+    stop = max(map(_STOP, groups), default=enqueued) if done else _now()
     if stop < enqueued:
         stop = enqueued
     if span.id == "(merged)":  # Dask's merge of several spans: its own gaps apply
@@ -262,8 +220,23 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
         intervals = nthreads_intervals(
             span._total_nthreads_history, span._total_nthreads_offset, enqueued, stop, done
         )
-    return TreeTimes(stop, intervals, sum((t1 - t0) * n for t0, t1, n in intervals))
+    return TreeTimes(stop, intervals, cpu_seconds(intervals))
 
+
+def cpu_seconds(intervals: list[tuple[float, float, int]]) -> float:
+    """Thread-seconds made available over ``intervals``, summed as Dask sums them; one
+    interval (the thread count did not change: nearly every span) without a generator
+    (``0.0 +`` is the first step of that sum)."""
+    if len(intervals) == 1:
+        t0, t1, n = intervals[0]
+        return 0.0 + (t1 - t0) * n
+    return sum((t1 - t0) * n for t0, t1, n in intervals)
+
+
+#: A task group's compute start and stop, read in C by ``map`` rather than by a
+#: generator's frame per group.
+_START = attrgetter("start")
+_STOP = attrgetter("stop")
 
 #: Task states that leave ``TaskGroup.done`` true, whatever their count.
 _FINAL_STATES = frozenset({"memory", "erred", "released", "forgotten"})
@@ -279,7 +252,7 @@ def group_done(tg: TaskGroup) -> bool:
 def tree_start(span: Span, groups: list[TaskGroup]) -> float:
     """``Span.start`` given the tree's ``groups``: its earliest compute start, 0 if no
     task finished yet."""
-    out = min((tg.start for tg in groups if tg.start != 0.0), default=0.0)
+    out = min(filter(None, map(_START, groups)), default=0.0)  # the groups with a start
     return max(out, span.enqueued) if out else out
 
 
@@ -391,8 +364,9 @@ def computation_events(
             (semconv.DASK_COMPUTATION_ID, str(computation.id)),
             (semconv.DASK_COMPUTATION_GROUPS, shared),
         )
-        for frames in list(computation.code)[:1]:
-            if frames and limit:
+        if limit:  # the first snippet (a SortedSet of frame stacks: iterated, not copied)
+            frames = next(iter(computation.code), None)
+            if frames:
                 attrs += ((semconv.DASK_SPAN_CODE_SNIPPET, frames[-1].code[:limit]),)
         events.append(SpanEventRecord(semconv.EVENT_COMPUTATION, ns(computation.start), attrs))
     return tuple(events)

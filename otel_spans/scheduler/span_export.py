@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from distributed.metrics import time
 
+from otel_spans import ids
 from otel_spans.config import Settings, format_trace_url
 from otel_spans.records import SpanRecord
 from otel_spans.scheduler import export_inputs, snapshots, span_records
@@ -103,6 +104,7 @@ class SpanExporter:
                 self._callers,
                 done=done,
                 traces_enabled=signals.traces_enabled,
+                span_id_of=self._span_id_of,
             ),
             scheduler=self._scheduler,
             settings=self._settings,
@@ -110,7 +112,10 @@ class SpanExporter:
             finished_of=self._finished_of,
             group_bounds=task_groups.bounds if task_groups is not None else None,
             tally_of=task_groups.tally if task_groups is not None else None,
-            submitted_of=task_groups.submitted_in(span) if task_groups is not None else None,
+            # read by a finished root's analysis alone
+            submitted_of=task_groups.submitted_in(span)
+            if task_groups is not None and done and track.is_root
+            else None,
             memory_of=self._memory_of,
             fed=fed,
         )
@@ -141,6 +146,12 @@ class SpanExporter:
                     span, track.trace_id, record.span_id, record.start_ns / 1e9, record.end_ns / 1e9
                 )
         return record, end
+
+    def _span_id_of(self, uuid: str) -> int:
+        """The OTel span id of the first export of the Dask span ``uuid``: its track's
+        (a parent is tracked or released while its children export), else hashed."""
+        track = self._tracks.get(uuid) or self._released.get(uuid)
+        return track.otel_span_id if track is not None else ids.dask_span_id(uuid)
 
     def _finished_of(self, uuid: str) -> dict[tuple[str, str], int] | None:
         track = self._tracks.get(uuid) or self._released.get(uuid)

@@ -12,7 +12,7 @@ Runs on the scheduler's event loop; never keeps a reference to a Dask object.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from otel_spans import ids, semconv
@@ -28,7 +28,7 @@ from otel_spans.records import (
     WorkflowAnalysis,
     ns,
 )
-from otel_spans.scheduler import snapshots
+from otel_spans.scheduler import run_breakdown, snapshots
 from otel_spans.scheduler.callers import Caller
 from otel_spans.scheduler.root_analysis import (
     analyse_root,
@@ -54,10 +54,17 @@ GroupBounds = Callable[["TaskGroup"], tuple[float, float] | None]
 #: A task group -> what ran of it (:meth:`TaskGroups.tally`); None when unknown.
 TallyOf = Callable[["TaskGroup"], Tally | None]
 
+#: A task group's bytes produced and its tasks' seconds, read in C by ``sum(map(...))``
+#: rather than a generator's frame per group.
+_NBYTES = attrgetter("nbytes_total")
+_DURATION = attrgetter("duration")
 
-@dataclass(frozen=True, slots=True)
-class ExportSnapshot:
-    """What the tracker knows of one export of a Dask span, frozen when it exports."""
+
+class ExportSnapshot(NamedTuple):
+    """What the tracker knows of one export of a Dask span, frozen when it exports.
+
+    A named tuple: built once per export on the event loop, where a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``."""
 
     identity: SpanIdentity
     is_root: bool
@@ -68,6 +75,9 @@ class ExportSnapshot:
     continuation: int
     #: OTel span id of the previous export; 0 for the first.
     previous_span_id: int
+    #: OTel span id of the parent Dask span's first export (its track has it: not
+    #: hashed again per child); 0 for a root, and unused by continuations.
+    parent_span_id: int
     #: Where a continuation starts (when new work arrived, else where the previous
     #: export ended), epoch seconds; unused by the first export, which starts at
     #: ``Span.enqueued``.
@@ -130,8 +140,7 @@ def span_record(
         start = snapshot.resumed_at
     else:
         span_id = identity.otel_span_id
-        parent = span.parent
-        parent_span_id = ids.dask_span_id(parent.id) if parent is not None else 0
+        parent_span_id = snapshot.parent_span_id
         start = span.enqueued
     links: tuple[LinkRecord, ...] = ()
     parent_remote = False
@@ -153,7 +162,10 @@ def span_record(
     # worker metrics by walking the whole subtree (a root with 5,000 sub-spans: tens
     # of ms each; its CPU and metrics compute the intervals again): read once.
     nodes = snapshots.tree_spans(span)
-    tree_groups = [tg for node in nodes for tg in node.groups]
+    if len(nodes) == 1:  # a span without sub-spans
+        tree_groups = list(span.groups)
+    else:
+        tree_groups = [tg for node in nodes for tg in node.groups]
     times = snapshots.tree_times(span, tree_groups)
     stop = times.stop
     groups = tree_groups if full else []
@@ -194,7 +206,7 @@ def span_record(
             events += diagnosis_events(analysis.findings, ns(max(stop, start)))
     totals: dict[str, float] = {}
     if full:
-        totals = snapshots.run_totals(span._cumulative_worker_metrics, idle)
+        totals = run_breakdown.run_totals(span._cumulative_worker_metrics, idle)
     record = SpanRecord(
         uuid=span.id,
         tags=identity.tags,
@@ -209,10 +221,10 @@ def span_record(
         compute_start_ns=ns(snapshots.tree_start(span, tree_groups)),
         done=snapshot.done,
         states=tuple(sorted(states.items())),
-        tasks=sum(len(tg) for tg in groups),
+        tasks=sum(map(len, groups)),
         task_groups=len(groups),
-        nbytes=sum(tg.nbytes_total for tg in groups),
-        task_duration=sum(tg.duration for tg in groups),
+        nbytes=sum(map(_NBYTES, groups)),
+        task_duration=sum(map(_DURATION, groups)),
         active_cpu_seconds=active_cpu_seconds,
         code=snapshots.code_snippets(span, settings.capture.code, settings.code_snippet_length)
         if full
@@ -226,7 +238,7 @@ def span_record(
         workflow_attributes=snapshot.workflow_attributes,
         client_id=snapshot.client_id,
         client_user=snapshot.client_user,
-        run_breakdown=snapshots.run_shares(totals, snapshot.run_exported),
+        run_breakdown=run_breakdown.run_shares(totals, snapshot.run_exported),
         footprint=snapshot.footprint,
     )
     return SpanExport(record, totals, last)

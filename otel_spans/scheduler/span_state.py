@@ -108,7 +108,7 @@ class TrackedSpan(SpanIdentity):
     live_cpu: bool = True
     #: Cumulative values already handed over as counter deltas, by metric key.
     reported: dict[tuple[Hashable, ...], float] = field(default_factory=dict)
-    #: Run-breakdown attributes of earlier exports, summed (see snapshots.run_totals).
+    #: Run-breakdown attributes of earlier exports, summed (see run_breakdown.run_totals).
     run_exported: dict[str, float] = field(default_factory=dict)
     #: Results held, pauses and lost workers of its own tasks (scheduler/memory.py).
     memory: SpanMemory = field(default_factory=SpanMemory)

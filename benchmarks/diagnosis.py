@@ -49,7 +49,9 @@ class _Group:
     all_durations: dict[str, float]
     start: float
     stop: float
+    span_id: str
     states: dict[str, int] = field(default_factory=dict)
+    dependencies: set[_Group] = field(default_factory=set)
 
     def __len__(self) -> int:
         return self.n
@@ -63,6 +65,10 @@ class _Span:
     groups: list[_Group]
     children: list[_Span]
     _cumulative_worker_metrics: dict[tuple[Any, ...], float]
+
+    @property
+    def id(self) -> str:
+        return "/".join(self.name)
 
     def traverse_spans(self) -> list[_Span]:
         out, todo = [], [self]
@@ -102,6 +108,8 @@ def workflow(groups: int) -> tuple[_Span, Workflow, dict[_Group, Tally]]:
             {"compute": 10.0, "transfer": 0.5, "disk-read": 0.1},
             t,
             t + 1.0,
+            spans[-1].id,
+            dependencies={spans[-1].groups[-1]} if spans[-1].groups else set(),
         )
         spans[-1].groups.append(group)
         tallies[group] = Tally(101 if i % 7 == 0 else 100, 1 if i % 11 == 0 else 0, 0.6, "k")

@@ -342,6 +342,7 @@ class SpanTracker:
         pending = [s for s in self._deferred if s in candidates]
         pending += candidates.difference(pending)
         self._deferred = []
+        roots: list[tuple[Span, TrackedSpan]] = []
         for index, uuid in enumerate(pending):
             if index and not final and _time.perf_counter() > deadline:
                 # Out of budget: the rest is looked at again in a moment.
@@ -362,9 +363,16 @@ class SpanTracker:
                     track.done_since = None
                     self._lingering.discard(uuid)
             if track.done_since is not None and (final or now - track.done_since >= linger):
-                self._export(open_span, track, done=True)
+                if track.is_root and open_span.children:
+                    roots.append((open_span, track))
+                else:
+                    self._export(open_span, track, done=True)
             elif final:
                 self._export(open_span, track, done=False)
+        # A root's analysis reads when its tree's groups were submitted, which its
+        # sub-spans' exports remember: exported after theirs, it need not look again.
+        for open_span, track in roots:
+            self._export(open_span, track, done=True)
 
     def _reopen(self, span: Span, when: float) -> None:
         track = self._known(span.id)

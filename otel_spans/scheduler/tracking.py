@@ -310,8 +310,7 @@ class SpanTracker:
                     self._resume_poll.soon()
                     return
                 self._discovered += 1
-                if self._known(span.id) is None:  # else tracked at its first task already
-                    self._track(span, known=False)
+                self._track(span)  # or tracked at its first task already
                 self._changed.add(span.id)
                 self._reopen_ancestors(span, span.enqueued)
 
@@ -371,7 +370,12 @@ class SpanTracker:
                 self._export(open_span, track, done=False)
         # A root's analysis reads when its tree's groups were submitted, which its
         # sub-spans' exports remember: exported after theirs, it need not look again.
-        for open_span, track in roots:
+        # Within the budget too, at least one per poll; the rest first in a moment.
+        for index, (open_span, track) in enumerate(roots):
+            if index and not final and _time.perf_counter() > deadline:
+                self._deferred[:0] = [span.id for span, _ in roots[index:]]
+                self._resume_poll.soon()
+                break
             self._export(open_span, track, done=True)
 
     def _reopen(self, span: Span, when: float) -> None:

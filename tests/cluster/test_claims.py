@@ -368,6 +368,83 @@ async def test_the_poll_and_the_metrics_slice_hold_the_loop_5_ms_at_a_time(
     assert root_export < 0.5, root_export
 
 
+class _FirstReading:
+    """``time.perf_counter`` that remembers its first reading since ``first`` was
+    reset: a poll's first reading is the start of its budget."""
+
+    first: float | None = None
+
+    def perf_counter(self) -> float:
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = now
+        return now
+
+
+@cluster_test(timeout=240)
+async def test_finished_roots_keep_the_polls_budget(
+    otlp_receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches: the roots a poll finds due, exported after its other spans (so that a
+    root's analysis reads what its sub-spans' exports remembered), all exported past
+    the poll's budget. Of one poll's exports at most two may start once its budget is
+    spent (the last of its pass that began in time, and of its roots), however loaded
+    the machine: the rest wait for a next slice."""
+    late: list[int] = []  # per poll: exports that started after its budget was spent
+    sliced = [0]  # polls that left spans for a next slice
+    clock = _FirstReading()
+    monkeypatch.setattr(tracking, "_time", clock)  # the poll's deadline is its first
+    poll = tracking.SpanTracker.poll
+
+    def timed_poll(self: Any, final: bool) -> None:
+        clock.first = None
+        late.append(0)
+        try:
+            poll(self, final)
+        finally:
+            clock.first = None
+            if final:  # shutdown's final pass has no budget, by design
+                late.pop()
+            else:
+                sliced[0] += bool(self._deferred)
+
+    export = tracking.SpanTracker._export
+
+    def slow_export(self: Any, span: Any, track: Any, *, done: bool) -> None:
+        started = time.perf_counter()
+        late[-1] += clock.first is not None and started > clock.first + LOOP_BUDGET
+        export(self, span, track, done=done)
+        while time.perf_counter() < started + 0.0005:  # each export takes 0.5 ms at least
+            pass
+
+    monkeypatch.setattr(tracking.SpanTracker, "poll", timed_poll)
+    monkeypatch.setattr(tracking.SpanTracker, "_export", slow_export)
+    n = 200  # workflows, each a root and its sub-span: 400 exports, 200 ms at least
+    config = {
+        **FAST,
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "otel-spans.traces.tasks.mode": "none",
+        "otel-spans.logs.exporter": "none",
+    }
+    async with traced_cluster(config) as (client, scheduler, _):
+        futures = []
+        gate_name = f"gate-{uuid.uuid4()}"
+        gate = client.submit(wait_for, gate_name, key="gate")
+        for i in range(n):
+            with span(f"w{i}"), span("inner"):
+                futures.append(client.submit(after, gate, i, key=(f"roots-{i}", 0)))
+        await Event(gate_name, client=client).set()
+        assert sum(await client.gather(futures)) == sum(range(1, n + 1))
+        plugin = scheduler.plugins["otel-spans"]
+        await await_until(
+            lambda: plugin.stats()["traces"]["exported"] >= 2 * n,
+            120,
+            lambda: str(plugin.stats()["traces"]),
+        )
+    assert sliced[0] >= 3, ("400 exports of 0.5 ms needed no slices", sliced, late)
+    assert max(late) <= 2, late
+
+
 def test_live_cpu_stops_at_the_latest_finished_task() -> None:
     """A running span's CPU made available is read up to its latest finished task, not
     up to "now": Dask's final value ends there too, and a counter cannot go back."""

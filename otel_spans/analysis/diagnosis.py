@@ -10,6 +10,7 @@ docs/telemetry.md (*Diagnosis*).
 
 from __future__ import annotations
 
+from otel_spans.analysis import rules
 from otel_spans.analysis.evidence import SPILL_ACTIVITIES, Evidence
 from otel_spans.analysis.ledger import Ledger, Rule
 from otel_spans.analysis.rules import (
@@ -104,22 +105,23 @@ def may_apply(evidence: Evidence) -> list[Rule]:
     client = False
     for step in evidence.path.steps:
         client = client or step.client_s > 0
-    activities, eff = evidence.activities, evidence.efficiency
-    applies = (
-        erred,
-        rerun,
-        slow,
-        tiny,
-        bool(evidence.pauses or evidence.workers_lost or evidence.spilled_bytes > 0),
-        SPILL_ACTIVITIES[0] in activities or SPILL_ACTIVITIES[1] in activities,
-        moved or not evidence.path.transfer_s <= 0,
-        evidence.worker_threads >= 2 and bool(evidence.span_activities),
-        client,
-        not (eff is None or eff < QUEUEING_EFFICIENCY),
-        not (eff is None or eff >= UNDERUTILISED_EFFICIENCY or evidence.peak_threads < 2),
-    )
-    rules = []
-    for rule, may in zip(RULES, applies, strict=True):
-        if may:
-            rules.append(rule)
-    return rules
+    eff = evidence.efficiency
+    # by rule, not by position: a rule missing here fails every diagnosis at once
+    applies: dict[Rule, bool] = {
+        rules.erred: erred,
+        rules.recomputation: rerun,
+        rules.straggler: slow,
+        rules.tiny_tasks: tiny,
+        rules.memory_pressure: bool(
+            evidence.pauses or evidence.workers_lost or evidence.spilled_bytes > 0
+        ),
+        rules.spilling: not evidence.activities.keys().isdisjoint(SPILL_ACTIVITIES),
+        rules.data_transfer: moved or not evidence.path.transfer_s <= 0,
+        rules.gil_contention: evidence.worker_threads >= 2 and bool(evidence.span_activities),
+        rules.client_bound: client,
+        rules.queueing: not (eff is None or eff < QUEUEING_EFFICIENCY),
+        rules.underutilised: not (
+            eff is None or eff >= UNDERUTILISED_EFFICIENCY or evidence.peak_threads < 2
+        ),
+    }
+    return [rule for rule in RULES if applies[rule]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Hashable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from distributed.metrics import time
@@ -291,50 +292,31 @@ def _memory_deltas(
         out.append(CounterDelta(metric, tags, (), value))
 
 
+#: Most entries of each memory below: each holds immutable values that are a pure
+#: function of its key (a span name's tags, a prefix, a state), so any scheduler of
+#: the process may share them, and a long-lived cluster's many names only evict.
+_MAX_REMEMBERED = 4_096
+
+
+@lru_cache(maxsize=_MAX_REMEMBERED)
 def _memory_started(tags: tuple[str, ...]) -> tuple[CounterDelta, ...]:
     """The deltas of 0 that start a span's memory counters: the same for every span of
-    one name (a delta is immutable), remembered (bounded)."""
-    started = _MEMORY_STARTED_DELTAS.get(tags)
-    if started is None:
-        started = tuple(CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS)
-        if len(_MEMORY_STARTED_DELTAS) >= _MAX_KEYS:
-            _MEMORY_STARTED_DELTAS.clear()
-        _MEMORY_STARTED_DELTAS[tags] = started
-    return started
+    one name (a delta is immutable)."""
+    return tuple(CounterDelta(metric, tags, (), 0.0) for metric in _MEMORY_COUNTERS)
 
 
-#: Span tags -> the deltas that start its memory counters, by _memory_started.
-_MEMORY_STARTED_DELTAS: dict[tuple[str, ...], tuple[CounterDelta, ...]] = {}
-
-
+@lru_cache(maxsize=_MAX_REMEMBERED)
 def _tasks_series(finished: tuple[str, str]) -> tuple[tuple[str, str, str], Attrs]:
     """The key in ``TrackedSpan.reported`` and the attributes of the tasks counter of a
-    ``TrackedSpan.finished`` key: the same for every span, remembered (bounded)."""
-    series = _TASKS_SERIES.get(finished)
-    if series is None:
-        prefix, state = finished
-        series = (("tasks", prefix, state), ((_PREFIX, str(prefix)), (_STATE, str(state))))
-        if len(_TASKS_SERIES) >= _MAX_KEYS:  # prefixes of a long-lived cluster
-            _TASKS_SERIES.clear()
-        _TASKS_SERIES[finished] = series
-    return series
+    ``TrackedSpan.finished`` key: the same for every span."""
+    prefix, state = finished
+    return ("tasks", prefix, state), ((_PREFIX, str(prefix)), (_STATE, str(state)))
 
 
+@lru_cache(maxsize=_MAX_REMEMBERED)
 def _output_series(prefix: str) -> tuple[tuple[str, str], Attrs]:
     """:func:`_tasks_series` of the output counter of a prefix."""
-    series = _OUTPUT_SERIES.get(prefix)
-    if series is None:
-        series = (("output", prefix), ((_PREFIX, str(prefix)),))
-        if len(_OUTPUT_SERIES) >= _MAX_KEYS:
-            _OUTPUT_SERIES.clear()
-        _OUTPUT_SERIES[prefix] = series
-    return series
-
-
-#: (prefix, final state) -> its tasks counter's key and attributes, by _tasks_series.
-_TASKS_SERIES: dict[tuple[str, str], tuple[tuple[str, str, str], Attrs]] = {}
-#: prefix -> its output counter's key and attributes, by _output_series.
-_OUTPUT_SERIES: dict[str, tuple[tuple[str, str], Attrs]] = {}
+    return ("output", prefix), ((_PREFIX, str(prefix)),)
 
 
 _Series = TypeVar("_Series", CounterDelta, GaugeValue)

@@ -90,17 +90,12 @@ def analyse_root(
     compute_by_prefix = groups.compute_by_prefix
     sequential = sum(compute_by_prefix.values())
     wall = max(stop - root.enqueued, 0.0)
-    threads = []
-    peak_threads: int | None = None
-    for t0, t1, n in intervals:
-        threads.append(ThreadInterval(ns(t0), ns(max(t1, t0)), n))
-        peak_threads = n if peak_threads is None else max(peak_threads, n)
     workflow = Workflow(
-        name=clean("/".join(map(str, root.name))),
+        name=spans.names[root.id],
         start_ns=ns(root.enqueued),
         end_ns=ns(max(stop, root.enqueued)),
         tasks=groups.steps,
-        threads=tuple(threads),
+        threads=tuple(ThreadInterval(ns(t0), ns(max(t1, t0)), n) for t0, t1, n in intervals),
     )
     path = critical_path(workflow)
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -115,25 +110,20 @@ def analyse_root(
         groups.evidence,
         tree_metrics or {},
         efficiency=efficiency,
-        peak_threads=0 if peak_threads is None else peak_threads,
+        peak_threads=max((n for _, _, n in intervals), default=0),
         worker_threads=worker_threads,
     )
-    on_path = []
-    for step in path.steps:
-        on_path.append(step.task.key)
-    bottlenecks, shares = [], []
-    for p, s in ranked[:MAX_BOTTLENECKS]:
-        bottlenecks.append(p)
-        if sequential:
-            shares.append(f"{p}={s / sequential:.3f}")
+    top = ranked[:MAX_BOTTLENECKS]
     return WorkflowAnalysis(
         sequential_time=sequential,
-        critical_path_groups=tuple(on_path),
+        critical_path_groups=path.keys,
         critical_path_length=path.length_s,
         efficiency=efficiency,
         speedup=sequential / wall if wall > 0 else None,
-        bottlenecks=tuple(bottlenecks),
-        bottleneck_shares=tuple(shares) if sequential else None,
+        bottlenecks=tuple(p for p, _ in top),
+        bottleneck_shares=tuple(f"{p}={s / sequential:.3f}" for p, s in top)
+        if sequential
+        else None,
         findings=_diagnosed(evidence),
         worker_threads=worker_threads,
     )

@@ -9,7 +9,9 @@ durations by action, counts, the worker metrics a span holds: Dask's own key sha
 shaped like real workflows: G task groups in G / 5 nested Dask spans, each group
 depending on the one before, a group-level critical path through all of them (the
 worst case: the path's steps are walked by three rules), and every rule with evidence
-to weigh (erred and recomputed runs, a straggler, transfers, disk and off-CPU time).
+to weigh (erred and recomputed runs, a straggler, transfers, disk and off-CPU time, a
+worker's pause, the client's time between stages; of the two rules on efficiency, the
+one that applies to it).
 
 Usage::
 
@@ -28,10 +30,13 @@ from typing import Any
 from otel_spans.analysis.critical_path import critical_path
 from otel_spans.analysis.diagnosis import diagnose
 from otel_spans.analysis.model import TaskRun, Workflow
+from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.root_analysis import diagnosis_events, root_evidence
 from otel_spans.scheduler.task_groups import Tally
 
 T0 = 1_700_000_000.0
+#: Every Dask span's memory ledger: a worker paused once while it ran.
+PAUSED = SpanMemory(pauses=1, pause_seconds=0.5)
 
 
 @dataclass(eq=False)
@@ -123,6 +128,8 @@ def workflow(groups: int) -> tuple[_Span, Workflow, dict[_Group, Tally]]:
                 int(t * 1e9),
                 int((t + 1.0) * 1e9),
                 dependencies=(runs[-1].key,) if runs else (),
+                # submitted 50 ms after the group before it ended: client time
+                submitted_ns=int((t - 0.05) * 1e9) if runs else None,
             )
         )
         t += 1.1
@@ -146,6 +153,7 @@ def once(root: _Span, wf: Workflow, tallies: dict[_Group, Tally]) -> float:
         efficiency=0.7,
         peak_threads=8,
         worker_threads=4,
+        memory_of=lambda uuid: PAUSED,
     )
     findings = diagnose(evidence)
     diagnosis_events(findings, wf.end_ns)

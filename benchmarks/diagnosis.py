@@ -27,8 +27,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_spans.analysis.critical_path import critical_path
+from otel_spans.analysis.critical_path import CriticalPath, critical_path
 from otel_spans.analysis.diagnosis import diagnose
+from otel_spans.analysis.evidence import Evidence
 from otel_spans.analysis.model import TaskRun, Workflow
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.root_analysis import diagnosis_events, root_evidence
@@ -138,13 +139,12 @@ def workflow(groups: int) -> tuple[_Span, Workflow, dict[_Group, Tally]]:
     return root, wf, tallies
 
 
-def once(root: _Span, wf: Workflow, tallies: dict[_Group, Tally]) -> float:
-    """Seconds for the diagnosis's share of one root export (the critical path is
-    computed by the root analysis anyway: not counted)."""
-    path = critical_path(wf)
+def evidence_of(
+    root: _Span, wf: Workflow, path: CriticalPath, tallies: dict[_Group, Tally]
+) -> Evidence:
+    """The diagnosis's evidence of the stand-in root, as a root's export gathers it."""
     tree = {k: v for s in root.traverse_spans() for k, v in s._cumulative_worker_metrics.items()}
-    started = time.perf_counter()
-    evidence = root_evidence(
+    return root_evidence(
         root,  # type: ignore[arg-type]
         wf,
         path,
@@ -155,7 +155,14 @@ def once(root: _Span, wf: Workflow, tallies: dict[_Group, Tally]) -> float:
         worker_threads=4,
         memory_of=lambda uuid: PAUSED,
     )
-    findings = diagnose(evidence)
+
+
+def once(root: _Span, wf: Workflow, tallies: dict[_Group, Tally]) -> float:
+    """Seconds for the diagnosis's share of one root export (the critical path is
+    computed by the root analysis anyway: not counted)."""
+    path = critical_path(wf)
+    started = time.perf_counter()
+    findings = diagnose(evidence_of(root, wf, path, tallies))
     diagnosis_events(findings, wf.end_ns)
     return time.perf_counter() - started
 

@@ -4,28 +4,16 @@ benchmark breaks silently when the evidence reads one more attribute."""
 
 from __future__ import annotations
 
-from benchmarks.diagnosis import PAUSED, workflow
+from benchmarks.diagnosis import evidence_of, workflow
 from otel_spans.analysis import rules
 from otel_spans.analysis.critical_path import critical_path
 from otel_spans.analysis.diagnosis import diagnose, may_apply
 from otel_spans.analysis.rules import RULES
-from otel_spans.scheduler.root_analysis import root_evidence
 
 
 def test_the_stand_ins_give_the_evidence_the_benchmark_is_designed_with() -> None:
     root, wf, tallies = workflow(10)
-    tree = {k: v for s in root.traverse_spans() for k, v in s._cumulative_worker_metrics.items()}
-    evidence = root_evidence(
-        root,  # type: ignore[arg-type]
-        wf,
-        critical_path(wf),
-        tree,
-        tallies.get,  # type: ignore[arg-type]
-        efficiency=0.7,
-        peak_threads=8,
-        worker_threads=4,
-        memory_of=lambda uuid: PAUSED,
-    )
+    evidence = evidence_of(root, wf, critical_path(wf), tallies)
     # 10 groups, 5 per Dask span; each span's worker metrics by activity
     assert len(evidence.groups) == 10
     assert {g.span for g in evidence.groups} == {"root/stage-0", "root/stage-1"}

@@ -60,9 +60,9 @@ class _Known:
     """What :func:`track_of` remembers between spans, for one scheduler's settings: a
     workflow's spans are discovered together, under a handful of names.
 
-    Each cache is cleared when full rather than kept as an LRU, whose cells the garbage
-    collector would track (one more object per workflow for every full collection to
-    walk): workflows come and go together.
+    Each cache is cleared when full rather than kept in recency order: workflows come
+    and go together, so the names and roots in use are refilled at once, and a plain
+    dict keyed by the name alone needs no hashing of the settings on every lookup.
     """
 
     def __init__(self, settings: Settings):

@@ -63,7 +63,7 @@ def read_spans(spans: Iterable[Span], memory_of: MemoryOf, now: float) -> TreeSp
     pauses = lost = 0
     for node in spans:
         name = names[node.id] = clean("/".join(map(str, node.name)))
-        own, wrote, read = execute_digest(node._cumulative_worker_metrics)
+        own, wrote, read = _execute_digest(node._cumulative_worker_metrics)
         if own:
             activities[name] = own
         ledger = memory_of(node.id)
@@ -155,10 +155,10 @@ def read_groups(
 
 def execute_seconds(metrics: Mapping[Any, float]) -> dict[str, float]:
     """Seconds by activity of Dask's ``execute`` fine performance metrics."""
-    return execute_digest(metrics)[0]
+    return _execute_digest(metrics)[0]
 
 
-def execute_digest(metrics: Mapping[Any, float]) -> tuple[dict[str, float], float, float]:
+def _execute_digest(metrics: Mapping[Any, float]) -> tuple[dict[str, float], float, float]:
     """One pass over a span's ``execute`` fine performance metrics: seconds by
     activity (:func:`execute_seconds`) and the bytes written to and read from disk
     (:func:`~otel_spans.scheduler.memory.disk_bytes`)."""

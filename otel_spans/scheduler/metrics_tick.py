@@ -260,7 +260,7 @@ class SpanMetricsTick:
         ``cumulative_worker_metrics`` walks the tree four times for it.
         """
         nodes = snapshots.tree_spans(root)
-        groups = [tg for node in nodes for tg in node.groups]
+        groups = snapshots.tree_groups(nodes)
         active = snapshots.tree_times(root, groups).active_cpu_seconds
         idle = snapshots.tree_idle(nodes, active)
         value = snapshots.grown(track.reported, snapshots.IDLE_KEY, idle)

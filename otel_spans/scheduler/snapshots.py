@@ -94,6 +94,14 @@ def tree_spans(span: Span) -> list[Span]:
     return out
 
 
+def tree_groups(nodes: list[Span]) -> list[TaskGroup]:
+    """The task groups of the spans ``nodes`` (:func:`tree_spans` of a tree), in
+    ``Span.traverse_groups`` order; a span alone lists its own."""
+    if len(nodes) == 1:
+        return list(nodes[0].groups)
+    return [tg for node in nodes for tg in node.groups]
+
+
 def code_snippets(span: Span, capture: CodeCapture, keep: int) -> tuple[CodeSnippet, ...]:
     """The innermost captured frame of each computation that fed ``span`` directly.
 

@@ -162,10 +162,7 @@ def span_record(
     # worker metrics by walking the whole subtree (a root with 5,000 sub-spans: tens
     # of ms each; its CPU and metrics compute the intervals again): read once.
     nodes = snapshots.tree_spans(span)
-    if len(nodes) == 1:  # a span without sub-spans
-        tree_groups = list(span.groups)
-    else:
-        tree_groups = [tg for node in nodes for tg in node.groups]
+    tree_groups = snapshots.tree_groups(nodes)
     times = snapshots.tree_times(span, tree_groups)
     stop = times.stop
     groups = tree_groups if full else []

@@ -146,6 +146,9 @@ class WorkflowAnalysis:
     findings: tuple[Finding, ...] = ()
     #: Most threads of one worker when it finished; 0 when unknown.
     worker_threads: int = 0
+    #: False for a workflow shorter than ``diagnosis.min-duration``: its sequential
+    #: time, efficiency and speedup alone were computed (no path, bottleneck, finding).
+    diagnosed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,6 +259,15 @@ class CaptureSettings:
 
 
 @dataclass(frozen=True)
+class DiagnosisSettings:
+    """Which finished workflows the scheduler diagnoses (critical path, findings)."""
+
+    #: Seconds: a finished workflow whose wall time is shorter is not diagnosed,
+    #: unless a task of it erred.
+    min_duration: float = 1.0
+
+
+@dataclass(frozen=True)
 class ProfileSettings:
     """Dask's statistical profile of each finished workflow's busiest task prefixes."""
 
@@ -291,6 +300,7 @@ class Settings:
     #: On every workflow's Dask spans (``workflow-attributes``), sorted by key.
     workflow_attributes: tuple[tuple[str, str | bool | int | float], ...] = ()
     profile: ProfileSettings = ProfileSettings()
+    diagnosis: DiagnosisSettings = DiagnosisSettings()
     #: ``service.namespace`` (``service-namespace``); None: OTEL_RESOURCE_ATTRIBUTES'.
     service_namespace: str | None = None
 

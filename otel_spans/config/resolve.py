@@ -26,6 +26,7 @@ from otel_spans.sampler import TraceSampler
 from otel_spans.settings import (
     CaptureSettings,
     ConfigError,
+    DiagnosisSettings,
     ExporterKind,
     ExportTarget,
     LogSettings,
@@ -192,6 +193,7 @@ class Resolver:
                 ),
             ),
             capture=CaptureSettings(code=v("capture.code"), exceptions=v("capture.exceptions")),
+            diagnosis=DiagnosisSettings(min_duration=v("diagnosis.min-duration")),
             profile=ProfileSettings(
                 enabled=v("profile"),
                 prefixes=v("profile-prefixes"),

@@ -295,6 +295,9 @@ ROWS: tuple[Setting, ...] = (
     Setting("logs.python.level", LogLevel(), "WARNING", "lowest level exported, or none"),
     Setting("logs.python.max-per-second", _COUNT, 100,
             "most Python log records exported per second and process"),
+    # -- workflow diagnosis
+    Setting("diagnosis.min-duration", Duration(), "1s",
+            "finished workflows shorter than this are not diagnosed, unless a task erred"),
     # -- hot code
     Setting("profile", Boolean(), False,
             "profile each finished workflow's busiest task prefixes (dask.profile records)"),

@@ -16,7 +16,7 @@ group.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import time
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +126,35 @@ def analyse_root(
         else None,
         findings=_diagnosed(evidence),
         worker_threads=worker_threads,
+    )
+
+
+def root_efficiency(
+    root: Span,
+    *,
+    stop: float,
+    metrics_busy: float,
+    metrics_idle: float,
+    tree_groups: Iterable[TaskGroup],
+) -> WorkflowAnalysis:
+    """The part of :func:`analyse_root` every finished workflow gets, for one that is not
+    diagnosed (shorter than ``diagnosis.min-duration``): its sequential time, parallel
+    efficiency and speedup, which the workflow metrics and the alert rules read for
+    every run, as :func:`analyse_root` computes them; no critical path, bottleneck or
+    finding. O(task groups), no span's ledger nor any group's evidence read."""
+    sequential = sum(tg.all_durations.get("compute", 0.0) for tg in tree_groups)
+    wall = max(stop - root.enqueued, 0.0)
+    return WorkflowAnalysis(
+        sequential_time=sequential,
+        critical_path_groups=(),
+        critical_path_length=0.0,
+        efficiency=parallel_efficiency(
+            busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
+        ),
+        speedup=sequential / wall if wall > 0 else None,
+        bottlenecks=(),
+        bottleneck_shares=None,
+        diagnosed=False,
     )
 
 

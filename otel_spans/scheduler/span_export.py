@@ -139,7 +139,7 @@ class SpanExporter:
         signals.record_samples(span_records.export_samples(record, track, sampled=sampled))
         if done and track.is_root:
             self.finished_roots.append(FinishedRoot.of(record, track, sampled=sampled))
-            if record.analysis is not None:
+            if record.analysis is not None and record.analysis.diagnosed:
                 signals.submit_log(span_records.diagnosis_log_of(record))
             if sampled and self.profiles is not None:
                 self.profiles.workflow_finished(

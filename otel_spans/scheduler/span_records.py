@@ -35,6 +35,7 @@ from otel_spans.scheduler.root_analysis import (
     diagnosis_events,
     diagnosis_log,
     nthreads_events,
+    root_efficiency,
 )
 from otel_spans.scheduler.root_reads import MemoryOf
 from otel_spans.scheduler.span_state import SpanIdentity
@@ -180,27 +181,32 @@ def span_record(
     idle = None
     events_dropped = 0
     if snapshot.is_root and snapshot.done:
-        intervals = times.intervals
         tree = snapshots.tree_metrics(span, active_cpu_seconds, nodes)
         busy, idle = snapshots.busy_and_idle(tree)
-        analysis = analyse_root(
-            span,
-            stop=stop,
-            intervals=intervals,
-            metrics_busy=busy,
-            metrics_idle=idle,
-            submitted_at=submitted_of or (lambda tg: snapshots.submitted_at(scheduler, tg)),
-            tree_metrics=tree,
-            tally=tally_of or (lambda tg: None),
-            worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
-            memory_of=memory_of or (lambda uuid: None),
-            tree_groups=groups if full else None,
-            tree_spans=nodes,
-        )
-        if full:
-            changes, events_dropped = nthreads_events(intervals)
-            events += changes
-            events += diagnosis_events(analysis.findings, ns(max(stop, start)))
+        if not _diagnosed(span, stop, tree_groups, settings):
+            analysis = root_efficiency(
+                span, stop=stop, metrics_busy=busy, metrics_idle=idle, tree_groups=tree_groups
+            )
+        else:
+            intervals = times.intervals
+            analysis = analyse_root(
+                span,
+                stop=stop,
+                intervals=intervals,
+                metrics_busy=busy,
+                metrics_idle=idle,
+                submitted_at=submitted_of or (lambda tg: snapshots.submitted_at(scheduler, tg)),
+                tree_metrics=tree,
+                tally=tally_of or (lambda tg: None),
+                worker_threads=max((ws.nthreads for ws in scheduler.workers.values()), default=0),
+                memory_of=memory_of or (lambda uuid: None),
+                tree_groups=groups if full else None,
+                tree_spans=nodes,
+            )
+            if full:
+                changes, events_dropped = nthreads_events(intervals)
+                events += changes
+                events += diagnosis_events(analysis.findings, ns(max(stop, start)))
     totals: dict[str, float] = {}
     if full:
         totals = run_breakdown.run_totals(span._cumulative_worker_metrics, idle)
@@ -239,6 +245,16 @@ def span_record(
         footprint=snapshot.footprint,
     )
     return SpanExport(record, totals, last)
+
+
+def _diagnosed(root: Span, stop: float, groups: list[TaskGroup], settings: Settings) -> bool:
+    """Whether a finished root is diagnosed: it ran at least ``diagnosis.min-duration``,
+    or a task of it erred (a failure is critical whatever time it took). A shorter
+    workflow's wall time is Dask's fixed latency, which its diagnosis would name every
+    time, at the cost of the analysis and a log record per workflow."""
+    if stop - root.enqueued >= settings.diagnosis.min_duration:
+        return True
+    return any(tg.states.get("erred") for tg in groups)
 
 
 def covering(

@@ -58,13 +58,16 @@ def span_attributes(record: SpanRecord) -> dict[str, AttrValue]:
         attrs[semconv.DASK_SPAN_CONTINUATION] = record.continuation
     analysis = record.analysis
     if analysis is not None:
+        # in the order they always had: the bytes of a diagnosed root stay the same
         attrs[semconv.WORKFLOW_SEQUENTIAL_TIME] = analysis.sequential_time
-        attrs[semconv.WORKFLOW_CRITICAL_PATH_GROUPS] = analysis.critical_path_groups
-        attrs[semconv.WORKFLOW_CRITICAL_PATH_LENGTH] = analysis.critical_path_length
+        if analysis.diagnosed:
+            attrs[semconv.WORKFLOW_CRITICAL_PATH_GROUPS] = analysis.critical_path_groups
+            attrs[semconv.WORKFLOW_CRITICAL_PATH_LENGTH] = analysis.critical_path_length
         if analysis.efficiency is not None:
             attrs[semconv.WORKFLOW_EFFICIENCY] = analysis.efficiency
         if analysis.speedup is not None:
             attrs[semconv.WORKFLOW_SPEEDUP] = analysis.speedup
+    if analysis is not None and analysis.diagnosed:
         attrs[semconv.WORKFLOW_BOTTLENECKS] = analysis.bottlenecks
         if analysis.bottleneck_shares is not None:
             attrs[semconv.WORKFLOW_BOTTLENECK_SHARES] = analysis.bottleneck_shares

@@ -22,6 +22,7 @@ from dask.delayed import delayed
 from distributed import span, wait
 
 from tests.servers.otlp_receiver import OtlpReceiver
+from tests.servers.otlp_views import ReceivedSpan
 from tests.support.cluster import (
     await_until,
     cluster_test,
@@ -48,17 +49,29 @@ _LATE_METRICS = {"otel-spans.traces.linger": "1s"}
 
 
 def _config(receiver: OtlpReceiver, **more: Any) -> dict[str, Any]:
-    return {"otel-spans.endpoint": receiver.grpc_endpoint, **more}
+    """Every workflow diagnosed, however short: the planted workloads take seconds on a
+    busy machine, but on a quiet one some finish under ``diagnosis.min-duration``."""
+    return {
+        "otel-spans.endpoint": receiver.grpc_endpoint,
+        "otel-spans.diagnosis.min-duration": 0,
+        **more,
+    }
 
 
-async def _findings(receiver: OtlpReceiver, root_id: str) -> tuple[Found, Mapping[str, Any]]:
-    """(id, severity, subject) of each finding event of the root span, in rank order,
-    and the root's attributes; waits for the root's export."""
+async def _root_span(receiver: OtlpReceiver, root_id: str) -> ReceivedSpan:
+    """The root span of the Dask span ``root_id``, once exported."""
     (root,) = await await_until(
         lambda: [s for s in receiver.spans() if s.attributes.get("dask.span.id") == root_id],
         30,
         "the root span was not exported",
     )
+    return root
+
+
+async def _findings(receiver: OtlpReceiver, root_id: str) -> tuple[Found, Mapping[str, Any]]:
+    """(id, severity, subject) of each finding event of the root span, in rank order,
+    and the root's attributes; waits for the root's export."""
+    root = await _root_span(receiver, root_id)
     found = [
         (
             e.attributes["dask.diagnosis.finding.id"],
@@ -212,6 +225,56 @@ async def test_queueing(otlp_receiver: OtlpReceiver) -> None:
             await client.gather(client.compute(work))
         found, _ = await _findings(otlp_receiver, root_id)
     assert found[0][:3] == ("queueing", "critical", "crowded"), found
+
+
+@cluster_test(90)
+async def test_short_workflows_are_diagnosed_when_they_erred(otlp_receiver: OtlpReceiver) -> None:
+    """``diagnosis.min-duration`` at its default, 1 s: two workflows of two tiny tasks
+    (milliseconds, a hundred times under it on a busy machine), one of them with a
+    failing task, and a workflow whose one task sleeps 1.2 s. Each root gets its
+    sequential time, efficiency and speedup; the quick clean one no critical path,
+    finding or diagnosis log record; the failing one is diagnosed whatever its time,
+    the sleeping one by its length."""
+    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint}
+    async with traced_cluster(config) as (client, _, _):
+        with span("quick") as quick_id:
+            assert await client.gather(client.map(inc, [1, 2], key=["q-1", "q-2"])) == [2, 3]
+        with span("quick-failing") as failing_id:
+            futures = client.map(fail, [3], key=["parse-3"])
+            futures += client.map(inc, [1], key=["ok-1"])
+            await asyncio.wait([asyncio.ensure_future(f.exception()) for f in futures])  # type: ignore[arg-type]
+        with span("long") as long_id:
+            assert await client.submit(step, 1.2, key="long-step") == 1.2
+        quick = await _root_span(otlp_receiver, quick_id)
+        failing, _ = await _findings(otlp_receiver, failing_id)
+        _, long = await _findings(otlp_receiver, long_id)
+
+        def diagnosed() -> list[str]:
+            return [str(r.body) for r in otlp_receiver.logs() if r.event_name == "dask.diagnosis"]
+
+        # One log exporter, first in first out: the quick root's record, had it one,
+        # would arrive before that of the workflow that finished last.
+        logs = await await_until(
+            lambda: (got := diagnosed()) and any("'long'" in body for body in got) and got,
+            30,
+            "the long workflow's diagnosis was not logged",
+        )
+    assert failing[0][:3] == ("erred", "critical", "parse"), failing
+    assert list(long["dask.workflow.critical_path.groups"]) == ["long-step"], long
+    assert [str(body).split(" ")[1] for body in logs] == ["'quick-failing'", "'long'"], logs
+    attributes = quick.attributes
+    assert attributes["dask.workflow.sequential_time"] > 0
+    assert 0 < attributes["dask.workflow.efficiency"] <= 1
+    assert attributes["dask.workflow.speedup"] > 0
+    left_out = {
+        "dask.workflow.critical_path.groups",
+        "dask.workflow.critical_path.length",
+        "dask.workflow.bottlenecks",
+        "dask.diagnosis.findings",
+        "dask.workflow.worker_threads",
+    }
+    assert left_out.isdisjoint(attributes), sorted(attributes)
+    assert [e.name for e in quick.events if e.name.startswith("dask.diagnosis")] == []
 
 
 @cluster_test(90)

@@ -274,7 +274,8 @@ async def test_short_workflows_are_diagnosed_when_they_erred(otlp_receiver: Otlp
         "dask.workflow.worker_threads",
     }
     assert left_out.isdisjoint(attributes), sorted(attributes)
-    assert [e.name for e in quick.events if e.name.startswith("dask.diagnosis")] == []
+    analysed = ("dask.diagnosis", "dask.cluster.nthreads")
+    assert [e.name for e in quick.events if e.name.startswith(analysed)] == []
 
 
 @cluster_test(90)

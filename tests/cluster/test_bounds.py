@@ -137,7 +137,12 @@ async def test_a_root_carries_at_most_256_thread_count_changes(
     ``dropped_events_count``. The span limits are raised so that the cap seen is this
     one, not ``max-events``."""
     changes = 300
-    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, "otel-spans.max-events": 1000}
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "otel-spans.max-events": 1000,
+        # the events come with the diagnosis, which a workflow this short would not get
+        "otel-spans.diagnosis.min-duration": 0,
+    }
     gate = "threads-gate"
     async with traced_cluster(config) as (client, scheduler, _):
         with span("threads"):

@@ -13,12 +13,17 @@ from tests.support.cluster import await_until, cluster_test, traced_cluster
 from tests.support.golden import CHAIN, FEATURES, golden_graph
 from tests.support.tasks import step
 
+#: Each workflow here runs about a second by design: analysed whichever side of the
+#: default ``diagnosis.min-duration`` (1 s) a machine puts it.
+_EVERY_WORKFLOW = {"otel-spans.diagnosis.min-duration": 0}
+
 
 @cluster_test(90)
 async def test_root_span_carries_critical_path_and_efficiency(otlp_receiver: OtlpReceiver) -> None:
     config = {
         "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
         "otel-spans.metrics.interval": "200ms",
+        **_EVERY_WORKFLOW,
     }
     async with traced_cluster(config, n_workers=1, nthreads=3) as (client, _, _):
         with span("golden") as root_id:
@@ -69,7 +74,11 @@ async def test_the_path_runs_through_stages_the_client_ran_in_turn(
     """Three stages computed one after another, no data between them, the client
     pausing 0.2 s between two: the path of the root span goes through all three (by
     dependencies alone it would be the last stage only)."""
-    config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, "otel-spans.traces.linger": "2s"}
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "otel-spans.traces.linger": "2s",
+        **_EVERY_WORKFLOW,
+    }
     async with traced_cluster(config) as (client, _, _):
         with span("stages"):
             for stage, seconds in (("extract", 0.3), ("transform", 0.2), ("load", 0.1)):

@@ -28,7 +28,7 @@ from otel_spans.scheduler.profile_fetch import WorkflowProfiles
 from otel_spans.scheduler.span_state import (
     MAX_FINISHED_ROOTS,
     FinishedRoot,
-    ReleasedSpans,
+    KnownSpans,
     SpanIdentity,
     TrackedSpan,
 )
@@ -52,18 +52,16 @@ class SpanExporter:
         settings: Settings,
         signals: Signals,
         callers: CallerContexts,
-        tracks: dict[str, TrackedSpan],
-        released: ReleasedSpans,
+        known: KnownSpans,
         profiles: WorkflowProfiles | None = None,
     ):
         self._scheduler = scheduler
         self._settings = settings
         self._signals = signals
         self._callers = callers
-        #: The tracker's tracked and released spans (the same objects, changed in
-        #: place by the tracker): a root's export reads its tree's counts from them.
-        self._tracks = tracks
-        self._released = released
+        #: The tracker's tracked and released spans (a view of the objects the
+        #: tracker changes in place): a root's export reads its tree's counts there.
+        self._known = known
         #: Fetches the hot code of finished workflows (``otel-spans.profile``).
         self.profiles = profiles
         #: Dask spans not exported because their caller's trace is not sampled.
@@ -150,14 +148,14 @@ class SpanExporter:
     def _span_id_of(self, uuid: str) -> int:
         """The OTel span id of the first export of the Dask span ``uuid``: its track's
         (a parent is tracked or released while its children export), else hashed."""
-        track = self._tracks.get(uuid) or self._released.get(uuid)
+        track = self._known.get(uuid)
         return track.otel_span_id if track is not None else ids.dask_span_id(uuid)
 
     def _finished_of(self, uuid: str) -> dict[tuple[str, str], int] | None:
-        track = self._tracks.get(uuid) or self._released.get(uuid)
+        track = self._known.get(uuid)
         return track.finished if track is not None else None
 
     def _memory_of(self, uuid: str) -> SpanMemory | None:
         """The memory ledger of a tracked (or released) span, for a root's diagnosis."""
-        track = self._tracks.get(uuid, self._released.get(uuid))
+        track = self._known.get(uuid)
         return track.memory if track is not None else None

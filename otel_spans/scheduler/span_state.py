@@ -259,7 +259,7 @@ class ReleasedSpans:
 
 
 class KnownSpans:
-    """The uuids of spans tracked or released: their ids are settled."""
+    """The spans tracked or released, by uuid: their ids are settled."""
 
     def __init__(self, tracks: Mapping[str, TrackedSpan], released: ReleasedSpans):
         self._tracks = tracks
@@ -267,3 +267,7 @@ class KnownSpans:
 
     def __contains__(self, uuid: object) -> bool:
         return uuid in self._tracks or uuid in self._released
+
+    def get(self, uuid: str) -> TrackedSpan | None:
+        """The track of ``uuid``: tracked, else released; None when neither."""
+        return self._tracks.get(uuid) or self._released.get(uuid)

@@ -81,13 +81,13 @@ class SpanTracker:
         self.open: dict[str, Span] = {}
         #: Spans whose metrics are still read (open, or not settled yet).
         self.live: dict[str, Span] = {}
-        self.callers = CallerContexts(
-            KnownSpans(self.tracks, self.released), self._trace_of, self._keep_task
-        )
+        #: Tracked or released: the spans whose ids are settled (a view of both).
+        self.known = KnownSpans(self.tracks, self.released)
+        self.callers = CallerContexts(self.known, self._trace_of, self._keep_task)
         #: Does each export; fetches the hot code of finished workflows with
         #: ``profiles`` (``otel-spans.profile``).
         self.exporter = SpanExporter(
-            scheduler, settings, signals, self.callers, self.tracks, self.released, profiles
+            scheduler, settings, signals, self.callers, self.known, profiles
         )
         #: Spans with new work after their last export, and since when.
         self._reopened: dict[str, float] = {}
@@ -110,7 +110,7 @@ class SpanTracker:
             self.task_groups.keep_as_parent(key)
 
     def identity(self, uuid: str) -> SpanIdentity | None:
-        track = self.tracks.get(uuid) or self.released.get(uuid)
+        track = self.known.get(uuid)
         return track.identity if track is not None else None
 
     def stats(self) -> dict[str, int]:

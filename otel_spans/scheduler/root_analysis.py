@@ -89,7 +89,9 @@ def analyse_root(
     groups = read_groups(tree_groups, spans, tally, submitted_at)
     compute_by_prefix = groups.compute_by_prefix
     sequential = sum(compute_by_prefix.values())
-    wall = max(stop - root.enqueued, 0.0)
+    efficiency, speedup = _efficiency_and_speedup(
+        root, stop, sequential, metrics_busy, metrics_idle
+    )
     workflow = Workflow(
         name=spans.names[root.id],
         start_ns=ns(root.enqueued),
@@ -99,9 +101,6 @@ def analyse_root(
     )
     path = critical_path(workflow)
     ranked = sorted(compute_by_prefix.items(), key=lambda kv: (-kv[1], kv[0]))
-    efficiency = parallel_efficiency(
-        busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
-    )
     evidence = _evidence(
         root,
         workflow,
@@ -119,7 +118,7 @@ def analyse_root(
         critical_path_groups=path.keys,
         critical_path_length=path.length_s,
         efficiency=efficiency,
-        speedup=sequential / wall if wall > 0 else None,
+        speedup=speedup,
         bottlenecks=tuple(p for p, _ in top),
         bottleneck_shares=tuple(f"{p}={s / sequential:.3f}" for p, s in top)
         if sequential
@@ -143,19 +142,32 @@ def root_efficiency(
     every run, as :func:`analyse_root` computes them; no critical path, bottleneck or
     finding. O(task groups), no span's ledger nor any group's evidence read."""
     sequential = sum(tg.all_durations.get("compute", 0.0) for tg in tree_groups)
-    wall = max(stop - root.enqueued, 0.0)
+    efficiency, speedup = _efficiency_and_speedup(
+        root, stop, sequential, metrics_busy, metrics_idle
+    )
     return WorkflowAnalysis(
         sequential_time=sequential,
         critical_path_groups=(),
         critical_path_length=0.0,
-        efficiency=parallel_efficiency(
-            busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
-        ),
-        speedup=sequential / wall if wall > 0 else None,
+        efficiency=efficiency,
+        speedup=speedup,
         bottlenecks=(),
         bottleneck_shares=None,
         diagnosed=False,
     )
+
+
+def _efficiency_and_speedup(
+    root: Span, stop: float, sequential: float, metrics_busy: float, metrics_idle: float
+) -> tuple[float | None, float | None]:
+    """A finished workflow's parallel efficiency and speedup (``sequential`` compute
+    seconds over its wall time), each None when undefined: the one computation of
+    both, whether the workflow is diagnosed or not."""
+    efficiency = parallel_efficiency(
+        busy_seconds(metrics_busy, sequential), metrics_busy + metrics_idle
+    )
+    wall = max(stop - root.enqueued, 0.0)
+    return efficiency, sequential / wall if wall > 0 else None
 
 
 def _diagnosed(evidence: Evidence) -> tuple[Finding, ...]:

@@ -183,7 +183,7 @@ def span_record(
     if snapshot.is_root and snapshot.done:
         tree = snapshots.tree_metrics(span, active_cpu_seconds, nodes)
         busy, idle = snapshots.busy_and_idle(tree)
-        if not _diagnosed(span, stop, tree_groups, settings):
+        if not _is_diagnosed(span, stop, tree_groups, settings):
             analysis = root_efficiency(
                 span, stop=stop, metrics_busy=busy, metrics_idle=idle, tree_groups=tree_groups
             )
@@ -247,7 +247,7 @@ def span_record(
     return SpanExport(record, totals, last)
 
 
-def _diagnosed(root: Span, stop: float, groups: list[TaskGroup], settings: Settings) -> bool:
+def _is_diagnosed(root: Span, stop: float, groups: list[TaskGroup], settings: Settings) -> bool:
     """Whether a finished root is diagnosed: it ran at least ``diagnosis.min-duration``,
     or a task of it erred (a failure is critical whatever time it took). A shorter
     workflow's wall time is Dask's fixed latency, which its diagnosis would name every

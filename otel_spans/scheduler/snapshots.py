@@ -65,10 +65,27 @@ def submitted_at(
 def fed_by(scheduler: Scheduler, groups: AbstractSet[TaskGroup]) -> list[Computation]:
     """Dask's recent computations that hold any of ``groups`` (a span's own, or its
     tree's), oldest first: read once for the span's computation events and its groups'
-    submission times. Most hold none: skipped in one comprehension, no set built."""
+    submission times.
+
+    Dask adds a task group to one computation only, the newest at the group's creation
+    (``Scheduler.new_task``): read newest first, the scan stops once every group is
+    found. A span's groups are recent, so a long-lived scheduler's full history of
+    computations is rarely read; groups no computation holds (scattered data) are
+    looked for in all of them.
+    """
     if not groups:  # a span with sub-spans alone (a root, often): no computation fed it
         return []
-    return [c for c in list(scheduler.computations) if not groups.isdisjoint(c.groups)]
+    out = []
+    left = len(groups)
+    for computation in reversed(scheduler.computations):
+        held = computation.groups
+        if not groups.isdisjoint(held):
+            out.append(computation)
+            left -= len(groups & held) if len(groups) > 1 else 1
+            if left <= 0:
+                break
+    out.reverse()
+    return out
 
 
 def root_of(span: Span) -> Span:

@@ -370,3 +370,34 @@ async def test_cached_done_checks_agree_with_dask(
     await Event("later").set()
     assert await late == 2
     poll_and_compare()
+
+
+@gen_cluster(client=True, nthreads=[("127.0.0.1", 2)], clean_kwargs={"threads": False})
+async def test_dask_gives_each_task_group_to_one_computation(
+    c: Client, s: object, a: object
+) -> None:
+    """What ``snapshots.fed_by`` rests on: a task group is held by one computation, the
+    newest when the group was created, also when a busy scheduler adds a new graph to
+    the running computation, and when a later graph depends on the group."""
+    from distributed import Event
+
+    gate = Event()
+    with span("first"):
+        held = c.submit(gate.wait, key="held-1")
+        busy = c.submit(operator.add, 1, 2, key="busy-1")  # joins the running computation
+    await busy
+    with span("second"):
+        after = c.submit(operator.add, busy, 1, key="after-1")  # depends on busy's group
+    await gate.set()
+    await held
+    await after
+    with span("third"):
+        await c.submit(operator.add, after, 1, key="third-1")
+    computations = list(s.computations)  # type: ignore[attr-defined]
+    holders: dict[str, int] = {}
+    for computation in computations:
+        for tg in computation.groups:
+            holders[tg.name] = holders.get(tg.name, 0) + 1
+    assert {"held", "busy", "after", "third"} <= set(holders)
+    assert set(holders.values()) == {1}, holders
+    assert len(computations) >= 2  # the idle scheduler started a new one at least once

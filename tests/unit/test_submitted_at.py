@@ -28,9 +28,9 @@ def computation(start: float, *groups: Group) -> Any:
     return SimpleNamespace(start=start, groups=set(groups))
 
 
-def test_the_earliest_computation_holding_the_group_read_once_per_tracked_group() -> None:
+def test_the_computation_holding_the_group_read_once_per_tracked_group() -> None:
     fit, score, untracked = Group("fit-1"), Group("score-1"), Group("plot-1")
-    computations = deque([computation(100.0, fit), computation(105.0, fit, score)], maxlen=3)
+    computations = deque([computation(100.0, fit), computation(105.0, score)], maxlen=3)
     scheduler = SimpleNamespace(computations=computations)
     groups = TaskGroups(
         scheduler,  # type: ignore[arg-type]
@@ -62,13 +62,15 @@ def test_the_earliest_computation_holding_the_group_read_once_per_tracked_group(
 def test_the_computations_that_fed_a_span_give_what_the_full_scan_gives() -> None:
     """An export reads the computations holding its span's groups once
     (``snapshots.fed_by``); its groups' submission times and computation events from
-    those are what a scan of all of Dask's recent computations gives."""
+    those are what a scan of all of Dask's recent computations gives. As in Dask, a
+    group is held by the computation that was newest when it was created, and no other
+    (``tests/cluster/test_traces.py`` holds Dask to that)."""
     fit, score, other = Group("fit-1"), Group("score-1"), Group("plot-1")
     computations = deque(
         [
             computation(100.0, fit),
             computation(101.0, other),
-            computation(105.0, fit, score),
+            computation(105.0, score, Group("score-2")),
             computation(106.0),
         ]
     )
@@ -82,8 +84,27 @@ def test_the_computations_that_fed_a_span_give_what_the_full_scan_gives() -> Non
         assert snapshots.submitted_at(scheduler, tg, fed) == snapshots.submitted_at(scheduler, tg)
     events = snapshots.computation_events(scheduler, span, 10)
     assert snapshots.computation_events(scheduler, span, 10, fed) == events
-    assert [dict(e.attributes)[semconv.DASK_COMPUTATION_GROUPS] for e in events] == [1, 2]
+    assert [dict(e.attributes)[semconv.DASK_COMPUTATION_GROUPS] for e in events] == [1, 1]
     assert snapshots.fed_by(scheduler, set()) == []
+
+
+def test_the_scan_for_a_spans_computations_stops_once_each_group_is_found() -> None:
+    """Newest first, and no further than the oldest computation holding one of the
+    span's groups: a long-lived scheduler's 100 recent computations are not each read
+    for every export. A group that no computation holds (scattered data) is looked for
+    in all of them."""
+    fit, score, scattered = Group("fit-1"), Group("score-1"), Group("data-1")
+    never_read: Any = SimpleNamespace(start=1.0)  # no groups: reading it raises
+    computations = deque(
+        [never_read, computation(100.0, fit), computation(101.0), computation(105.0, score)]
+    )
+    scheduler: Any = SimpleNamespace(computations=computations)
+    assert [c.start for c in snapshots.fed_by(scheduler, {fit, score})] == [100.0, 105.0]
+    assert [c.start for c in snapshots.fed_by(scheduler, {score})] == [105.0]
+    with pytest.raises(AttributeError):
+        snapshots.fed_by(scheduler, {score, scattered})
+    computations.popleft()
+    assert [c.start for c in snapshots.fed_by(scheduler, {score, scattered})] == [105.0]
 
 
 def test_a_roots_analysis_reads_its_trees_submissions_from_one_scan() -> None:

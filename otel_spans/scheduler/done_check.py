@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING
 
+from otel_spans.scheduler.snapshots import group_done
 from otel_spans.scheduler.span_state import TrackedSpan
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def is_done(
     known = memo.get(span.id)
     if known is not None:
         return known
-    result = all(group.done for group in span.groups)
+    result = all(map(group_done, span.groups))  # TaskGroup.done, without its generator
     for child in span.children:
         if not result:
             break

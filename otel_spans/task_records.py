@@ -14,7 +14,7 @@ from otel_spans.names import clean
 from otel_spans.records import LinkRecord, MemoryRecord, SpanEventRecord, ns
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GroupRecord:
     """One task group of a Dask span, exported with (or after) its span."""
 
@@ -48,7 +48,7 @@ class GroupRecord:
     workers_uncounted_runs: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PhaseRecord:
     """One ``startstops`` entry of a task: compute, transfer, disk-read..."""
 
@@ -71,7 +71,7 @@ class ExceptionRecord:
         return f"{self.type}: {self.message}" if self.message else self.type
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TaskRecord:
     """One sampled run of one task."""
 
@@ -150,11 +150,11 @@ def run_bounds(startstops: object, offset: float) -> tuple[float, float] | None:
     return first - offset, last - offset
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeferredTask:
     """A kept task run whose :class:`TaskRecord` is built later, on the exporter thread.
 
-    A full record (phases as nanoseconds, texts of the dependency keys, a frozen
+    A full record (phases as nanoseconds, texts of the dependency keys, a
     dataclass of 17 fields) is several times dearer than this copy; the loop would pay
     it for every task entering a group's slowest K, including those that drop out
     again. The loop copies what it must into plain values (the span id, the worker's

@@ -299,6 +299,17 @@ class HistogramSample(NamedTuple):
     span_id: int
 
 
+#: A :class:`GaugeValue` and a :class:`HistogramSample` of their fields, in order, by
+#: ``tuple.__new__`` (see :data:`log_entry`): the metrics tick builds a gauge per live
+#: span on every pass, and each export its histogram values.
+gauge_value: Callable[[tuple[str, tuple[str, ...] | None, Attrs, float]], GaugeValue] = partial(
+    tuple.__new__, GaugeValue
+)
+histogram_sample: Callable[
+    [tuple[str, tuple[str, ...], Attrs, float, int, int]], HistogramSample
+] = partial(tuple.__new__, HistogramSample)
+
+
 class LogEntry(NamedTuple):
     """One log record: a Dask structured event, the report of an erred task, or a record
     of Python's ``logging``.

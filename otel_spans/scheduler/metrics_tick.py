@@ -18,7 +18,7 @@ from distributed.metrics import time
 
 from otel_spans import semconv
 from otel_spans.config import Settings
-from otel_spans.records import Attrs, CounterDelta, GaugeValue, counter_delta
+from otel_spans.records import Attrs, CounterDelta, GaugeValue, counter_delta, gauge_value
 from otel_spans.scheduler import snapshots
 from otel_spans.scheduler.slices import LOOP_BUDGET, Resume
 from otel_spans.scheduler.span_state import TrackedSpan
@@ -133,8 +133,8 @@ class SpanMetricsTick:
                 own = self._span_deltas(span, track, now)
                 gauges = self._span_progress(span, track, now) if uuid in open_spans else []
                 gauges.append(
-                    GaugeValue(
-                        semconv.DASK_SPAN_MEMORY_HELD, track.tags, (), float(track.memory.held)
+                    gauge_value(
+                        (semconv.DASK_SPAN_MEMORY_HELD, track.tags, (), float(track.memory.held))
                     )
                 )
                 settled = track.exported_at is not None and now - track.exported_at >= settle

@@ -26,6 +26,7 @@ from otel_spans.records import (
     SpanEventRecord,
     SpanRecord,
     WorkflowAnalysis,
+    histogram_sample,
     ns,
 )
 from otel_spans.scheduler import run_breakdown, snapshots
@@ -313,7 +314,8 @@ def export_samples(
             values.append((semconv.DASK_SPAN_MEMORY_PEAK, float(record.footprint.peak)))
     tags, labels = identity.tags, identity.labels
     return [
-        HistogramSample(metric, tags, labels, value, trace_id, span_id) for metric, value in values
+        histogram_sample((metric, tags, labels, value, trace_id, span_id))
+        for metric, value in values
     ]
 
 

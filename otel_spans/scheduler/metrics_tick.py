@@ -264,7 +264,7 @@ class SpanMetricsTick:
         active = snapshots.tree_times(root, groups).active_cpu_seconds
         idle = snapshots.tree_idle(nodes, active)
         value = snapshots.grown(track.reported, snapshots.IDLE_KEY, idle)
-        return [CounterDelta(_IDLE_METRIC, track.tags, _IDLE_ATTRIBUTES, value)] if value else []
+        return [counter_delta((_IDLE_METRIC, track.tags, _IDLE_ATTRIBUTES, value))] if value else []
 
 
 def _memory_deltas(

@@ -8,8 +8,9 @@ touch the OTel SDK.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
+from functools import partial
 from itertools import compress, islice, pairwise
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -18,7 +19,7 @@ from distributed.metrics import time as _now
 
 from otel_spans import semconv
 from otel_spans.config import CodeCapture
-from otel_spans.records import CodeSnippet, CounterDelta, SpanEventRecord, ns
+from otel_spans.records import CodeSnippet, CounterDelta, SpanEventRecord, counter_delta, ns
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -229,6 +230,13 @@ class TreeTimes(NamedTuple):
     active_cpu_seconds: float
 
 
+#: A :class:`TreeTimes` by ``tuple.__new__`` (see ``records.log_entry``): read on every
+#: export, where the NamedTuple's own ``__new__`` is a Python call, cold on the loop.
+_tree_times: Callable[[tuple[float, list[tuple[float, float, int]], float]], TreeTimes] = partial(
+    tuple.__new__, TreeTimes
+)
+
+
 def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
     """:class:`TreeTimes` of ``span`` (``groups``: its tree's task groups, when the
     caller walked the tree already), its CPU integrated as Dask's property does."""
@@ -245,7 +253,7 @@ def tree_times(span: Span, groups: list[TaskGroup] | None = None) -> TreeTimes:
         intervals = nthreads_intervals(
             span._total_nthreads_history, span._total_nthreads_offset, enqueued, stop, done
         )
-    return TreeTimes(stop, intervals, cpu_seconds(intervals))
+    return _tree_times((stop, intervals, cpu_seconds(intervals)))
 
 
 def cpu_seconds(intervals: list[tuple[float, float, int]]) -> float:
@@ -369,7 +377,7 @@ def cpu_delta(
 ) -> list[CounterDelta]:
     """The growth of a span's CPU made available (``Span.active_cpu_seconds``)."""
     value = grown(reported, _CPU_KEY, active_cpu_seconds)
-    return [CounterDelta(semconv.M_SPAN_CPU_AVAILABLE, tags, (), value)] if value else []
+    return [counter_delta((semconv.M_SPAN_CPU_AVAILABLE, tags, (), value))] if value else []
 
 
 def computation_events(

@@ -12,6 +12,7 @@ Runs on the scheduler's event loop; never keeps a reference to a Dask object.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -108,6 +109,12 @@ class SpanExport(NamedTuple):
     record: SpanRecord
     run_totals: dict[str, float]
     end: float
+
+
+#: A :class:`SpanExport` by ``tuple.__new__`` (see ``records.log_entry``): one per export.
+_span_export: Callable[[tuple[SpanRecord, dict[str, float], float]], SpanExport] = partial(
+    tuple.__new__, SpanExport
+)
 
 
 def span_record(
@@ -245,7 +252,7 @@ def span_record(
         run_breakdown=run_breakdown.run_shares(totals, snapshot.run_exported),
         footprint=snapshot.footprint,
     )
-    return SpanExport(record, totals, last)
+    return _span_export((record, totals, last))
 
 
 def _is_diagnosed(root: Span, stop: float, groups: list[TaskGroup], settings: Settings) -> bool:

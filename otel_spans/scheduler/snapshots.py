@@ -333,10 +333,21 @@ def tree_metrics(
 
 def tree_idle(nodes: Iterable[Span], active_cpu_seconds: float) -> float:
     """``tree_metrics(root, active_cpu_seconds)[IDLE_KEY]`` of the tree of ``nodes``
-    (its spans, top-down), summing only the keys the idle share subtracts, in the same
-    order: its other keys are not wanted when the idle share alone is."""
-    known = _summed(nodes, all_keys=False)
-    return max(0.0, active_cpu_seconds - sum(known.values()))
+    (its spans, top-down)."""
+    return tree_busy_and_idle(nodes, active_cpu_seconds)[1]
+
+
+def tree_busy_and_idle(nodes: Iterable[Span], active_cpu_seconds: float) -> tuple[float, float]:
+    """:func:`busy_and_idle` of ``tree_metrics(root, active_cpu_seconds, nodes)``,
+    summing only the tree's task time (the keys the idle share subtracts), in the same
+    order: a root that is not diagnosed, and the idle share alone, want these two
+    values, not the tree's every key."""
+    busy = known = 0.0
+    for key, value in _summed(nodes, all_keys=False).items():
+        known += value
+        if len(key) == 4 and key != IDLE_KEY:
+            busy += value
+    return busy, max(0.0, active_cpu_seconds - known)
 
 
 def _execute_seconds(key: Any) -> bool:
@@ -351,7 +362,8 @@ def _summed(nodes: Iterable[Span], *, all_keys: bool) -> dict[Any, float]:
     out: dict[Any, float] = {}
     for node in nodes:
         for key, value in node._cumulative_worker_metrics.items():
-            if all_keys or _execute_seconds(key):
+            # _execute_seconds, inline: every key of every span of a finished workflow
+            if all_keys or (key[0] == "execute" and key[-1] == "seconds"):
                 out[key] = out[key] + value if key in out else value
     return out
 

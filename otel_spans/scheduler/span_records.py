@@ -189,13 +189,14 @@ def span_record(
     idle = None
     events_dropped = 0
     if snapshot.is_root and snapshot.done:
-        tree = snapshots.tree_metrics(span, active_cpu_seconds, nodes)
-        busy, idle = snapshots.busy_and_idle(tree)
         if not _is_diagnosed(span, stop, tree_groups, settings):
+            busy, idle = snapshots.tree_busy_and_idle(nodes, active_cpu_seconds)
             analysis = root_efficiency(
                 span, stop=stop, metrics_busy=busy, metrics_idle=idle, tree_groups=tree_groups
             )
         else:
+            tree = snapshots.tree_metrics(span, active_cpu_seconds, nodes)
+            busy, idle = snapshots.busy_and_idle(tree)
             intervals = times.intervals
             analysis = analyse_root(
                 span,

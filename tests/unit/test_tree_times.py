@@ -109,3 +109,40 @@ def test_group_done_is_dasks_done(counts: list[int]) -> None:
     tg = TaskGroup("x-1", TaskPrefix("x"))
     tg.states = dict(zip(sorted(ALL_TASK_STATES), counts, strict=True))
     assert snapshots.group_done(tg) is tg.done
+
+
+_KEYS = st.sampled_from(
+    [
+        ("execute", "load", "thread-cpu", "seconds"),
+        ("execute", "load", "thread-noncpu", "seconds"),
+        ("execute", "step", "thread-cpu", "seconds"),
+        ("execute", "step", "disk-write", "bytes"),
+        ("execute", "seconds"),  # task time of another shape: subtracted, not busy
+        snapshots.IDLE_KEY,  # as if a worker reported Dask's idle key itself
+        ("gather-dep", "network", "seconds"),
+        ("get-data", "serialize", "seconds"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.dictionaries(_KEYS, st.floats(0, 1e3), max_size=8), min_size=1, max_size=4),
+    st.floats(0, 5e3),
+)
+def test_a_trees_busy_and_idle_are_those_of_its_cumulative_metrics(
+    own: list[dict[tuple[str, ...], float]], active: float
+) -> None:
+    """A root's busy and idle thread-seconds, read from its tree's task time alone, are
+    what its whole ``Span.cumulative_worker_metrics`` give, to the last bit."""
+    root = Span(("root",), "root-id", None, [(0.0, 1)])
+    nodes = [root]
+    for i, metrics in enumerate(own[1:]):
+        child = Span(("root", str(i)), f"child-{i}", root, [(0.0, 1)])
+        child._cumulative_worker_metrics = metrics  # type: ignore[assignment]
+        root.children.append(child)
+        nodes.append(child)
+    root._cumulative_worker_metrics = own[0]  # type: ignore[assignment]
+    expected = snapshots.busy_and_idle(snapshots.tree_metrics(root, active, nodes))
+    assert snapshots.tree_busy_and_idle(nodes, active) == expected
+    assert snapshots.tree_idle(nodes, active) == expected[1]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks import per_span
+from benchmarks.hook_timer import HookTimer
 from otel_spans.export import outcome
 from otel_spans.telemetry import logs, signals
 
@@ -56,9 +57,9 @@ def capture(workflows: int) -> list[Batch]:
 
     instrument = per_span.instrument
 
-    def windowed(scheduler: Any) -> Any:
+    def windowed(scheduler: Any, meter: type[per_span.Meter] = HookTimer) -> Any:
         window[0] = True
-        return instrument(scheduler)
+        return instrument(scheduler, meter)
 
     # Each pipeline's module calls deliver by its own name for it, at each batch.
     pipelines = ((signals, "traces"), (logs, "logs"))

@@ -31,19 +31,19 @@ span, median [min–max] over the rounds:
   timed the same way in a third process per round (no otel-spans), per task, beside
   otel-spans' per-task hooks per task.
 
-``--callgrind`` counts instructions instead (``valgrind --tool=callgrind``, counting
-switched on for the window only; every thread counts, and the window ends once
-otel-spans exported everything). Valgrind runs the workload about 50× slower, so
-whatever runs on a timer (Dask's and otel-spans' periodic callbacks, exporter waits)
-runs 50× more often per workflow: the counts do not keep native proportions and vary
-between rounds (docs/performance.md).
+``--calls`` counts instead of timing: the Python and C calls made inside otel-spans'
+calls on the event loop, by the same buckets, per Dask span (and Dask's
+``TaskStreamPlugin``'s, per task, in place). The count is the same on any machine for
+the same code and workload, where the µs move with the machine's speed by more than a
+cut of a few: it compares versions of the code (:class:`benchmarks.hook_timer.CallCounter`).
+The exporter threads are not counted.
 
 Usage::
 
     python -m benchmarks.per_span                    # 5 rounds of 400 workflows
     python -m benchmarks.per_span --rounds 3 --workflows 200
     python -m benchmarks.per_span --taskstream       # and Dask's TaskStreamPlugin in place
-    python -m benchmarks.per_span --callgrind --rounds 2 --workflows 30  # instructions
+    python -m benchmarks.per_span --calls --rounds 3      # calls made, not µs
     python -m benchmarks.per_span --child default --workflows 50   # one process, JSON
 """
 
@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -61,7 +60,7 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks.hook_timer import Collections, HookTimer
+from benchmarks.hook_timer import CallCounter, Collections, HookTimer
 
 #: Workflows run (unmeasured) before the window, so imports and caches are warm.
 WARMUP = 20
@@ -139,24 +138,28 @@ def exporter_threads_ns() -> int:
 TASKSTREAM = "loop: Dask's TaskStreamPlugin"
 
 
-def instrument_taskstream(scheduler: Any) -> HookTimer:
+#: Times (HookTimer) or counts (CallCounter) the wrapped calls.
+Meter = HookTimer | CallCounter
+
+
+def instrument_taskstream(scheduler: Any, meter: type[Meter] = HookTimer) -> Meter:
     from distributed.diagnostics.task_stream import TaskStreamPlugin
 
-    timer = HookTimer()
+    timer = meter()
     plugin = TaskStreamPlugin(scheduler)  # type: ignore[no-untyped-call]
     plugin.transition = timer.wrap(TASKSTREAM, plugin.transition)  # type: ignore[method-assign]
     scheduler.add_plugin(plugin, name="per-span-benchmark-task-stream")
     return timer
 
 
-def instrument(scheduler: Any) -> HookTimer | None:
+def instrument(scheduler: Any, meter: type[Meter] = HookTimer) -> Meter | None:
     """Time otel-spans' entry points on the event loop (instance attributes: Dask looks
     the hooks up on each call, the periodic callbacks go through the tracker's poll and
     the metrics part's tick)."""
     plugin = scheduler.plugins.get("otel-spans")
     if plugin is None:
         return None
-    timer = HookTimer()
+    timer = meter()
     plugin.transition = timer.wrap("loop: per-task hooks", plugin.transition)
     per_span = "loop: per-span work"
     plugin.update_graph = timer.wrap(per_span, plugin.update_graph)
@@ -191,9 +194,11 @@ async def run_workflows(
     warmup: int = WARMUP,
     *,
     taskstream: bool = False,
+    meter: type[Meter] = HookTimer,
 ) -> dict[str, Any]:
     """``workflows`` workflows on a fresh in-process cluster under ``config``: wall, process
-    CPU over the workload plus ``settle`` s, and (with otel-spans) its own CPU by part."""
+    CPU over the workload plus ``settle`` s, and (with otel-spans) its own CPU by part
+    (with ``meter=CallCounter``: the calls made, by part, instead)."""
     import dask.config
     from distributed import Client, LocalCluster
 
@@ -212,12 +217,11 @@ async def run_workflows(
                 await one_workflow(client, n)
             if not await settled(cluster.scheduler):
                 raise RuntimeError("otel-spans did not settle after the warm-up")
-            timer = None if _UNDER_CALLGRIND else instrument(cluster.scheduler)
-            reference = instrument_taskstream(cluster.scheduler) if taskstream else None
+            timer = instrument(cluster.scheduler, meter)
+            reference = instrument_taskstream(cluster.scheduler, meter) if taskstream else None
             collections = Collections()
             try:
                 export0 = exporter_threads_ns()
-                _callgrind("on")
                 cpu0, wall0 = time.process_time_ns(), time.perf_counter()
                 for n in range(workflows):
                     await one_workflow(client, n)
@@ -225,16 +229,18 @@ async def run_workflows(
                 ok = await settled(cluster.scheduler)
                 await asyncio.sleep(max(0.0, wall0 + wall + settle - time.perf_counter()))
                 cpu = (time.process_time_ns() - cpu0) / 1e9
-                _callgrind("off")
                 out: dict[str, Any] = {"wall": wall, "cpu": cpu, "settled": ok}
                 out["collections"] = collections.seconds
                 out["collections_by_generation"] = collections.by_generation
                 out["collection_seconds_by_generation"] = collections.seconds_by_generation
-                if timer is not None:
+                if isinstance(timer, CallCounter):
+                    out["calls"] = timer.reading()
+                elif timer is not None:
                     out["own"] = {
                         **timer.reading(),
                         "exporter threads": (exporter_threads_ns() - export0) / 1e9,
                     }
+                if timer is not None:
                     plugin = cluster.scheduler.plugins["otel-spans"]
                     out["stats"] = {k: plugin.stats()[k]["exported"] for k in ("traces", "logs")}
                 if reference is not None:
@@ -247,42 +253,16 @@ async def run_workflows(
     return out
 
 
-#: Set in a child that runs under callgrind (``--callgrind``).
-_UNDER_CALLGRIND = os.environ.get("OTEL_SPANS_BENCH_CALLGRIND") == "1"
-
-
-def _callgrind(state: str) -> None:
-    """Switch callgrind's instruction counting for this process on or off."""
-    if _UNDER_CALLGRIND:
-        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True)
-
-
-async def run_child(variant: str, endpoint: str, workflows: int) -> dict[str, Any]:
-    # Under callgrind the window ends once everything is exported: a fixed wait would
-    # count the idle loop, whose instructions follow the (50× longer) wall time.
-    settle = 0.0 if _UNDER_CALLGRIND else SETTLE
+async def run_child(
+    variant: str, endpoint: str, workflows: int, *, calls: bool = False
+) -> dict[str, Any]:
+    meter: type[Meter] = CallCounter if calls else HookTimer
     if variant == "taskstream":
         config = variant_config("baseline", endpoint)
-        result = await run_workflows(config, workflows, settle, taskstream=True)
+        result = await run_workflows(config, workflows, taskstream=True, meter=meter)
         return {"variant": variant, **result}
-    result = await run_workflows(variant_config(variant, endpoint), workflows, settle)
+    result = await run_workflows(variant_config(variant, endpoint), workflows, meter=meter)
     return {"variant": variant, **result}
-
-
-def run_callgrind(variant: str, endpoint: str, workflows: int, out: str) -> int:
-    """Instructions (callgrind's ``Ir``) a child executes in its window, every thread."""
-    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
-    command += [f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.per_span"]
-    command += ["--child", variant, "--endpoint", endpoint, "--workflows", str(workflows)]
-    env = {**os.environ, "OTEL_SPANS_BENCH_CALLGRIND": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-    if done.returncode:
-        raise RuntimeError(f"{variant} under callgrind failed:\n{done.stderr[-3000:]}")
-    with open(out) as f:
-        for line in f:
-            if line.startswith("totals:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no totals in {out}")
 
 
 #: For the CI guard: spans exported at once, so that a short window holds them all. The
@@ -307,9 +287,12 @@ async def measure_ratio(endpoint: str, workflows: int = 30) -> float:
     return float(sum(otel["own"].values()) / base["cpu"])
 
 
-def run_variant(variant: str, endpoint: str, workflows: int) -> dict[str, Any]:
+def run_variant(
+    variant: str, endpoint: str, workflows: int, *, calls: bool = False
+) -> dict[str, Any]:
     command = [sys.executable, "-m", "benchmarks.per_span", "--child", variant]
     command += ["--endpoint", endpoint, "--workflows", str(workflows)]
+    command += ["--calls"] if calls else []
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"{variant} failed:\n{done.stderr[-3000:]}")
@@ -380,19 +363,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--endpoint")
     parser.add_argument("--json", help="also write the raw results to this file")
     parser.add_argument(
-        "--callgrind",
+        "--calls",
         action="store_true",
-        help="count instructions under valgrind instead (slow: use --workflows 30)",
+        help="count the calls made on the event loop instead of timing them",
     )
     args = parser.parse_args(argv)
     if args.child:
         endpoint = args.endpoint or "http://127.0.0.1:1"
-        print(json.dumps(asyncio.run(run_child(args.child, endpoint, args.workflows))))
+        result = run_child(args.child, endpoint, args.workflows, calls=args.calls)
+        print(json.dumps(asyncio.run(result)))
         return 0
     from benchmarks.overhead import blackhole_collector
 
-    if args.callgrind:
-        return callgrind_main(args.rounds, args.workflows)
+    if args.calls:
+        return calls_main(args.rounds, args.workflows)
 
     variants = ["baseline", "default"] + (["taskstream"] if args.taskstream else [])
     results: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
@@ -409,28 +393,37 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def callgrind_main(rounds: int, workflows: int) -> int:
-    """Instructions per Dask span: repeatable where CPU time is not."""
-    import tempfile
-
+def calls_main(rounds: int, workflows: int) -> int:
+    """Calls made per Dask span (per task for the hooks): repeatable where µs are not."""
     from benchmarks.overhead import blackhole_collector
 
-    spans = workflows * SPANS_PER_WORKFLOW
-    counts: dict[str, list[int]] = {"baseline": [], "default": []}
-    with blackhole_collector() as endpoint, tempfile.TemporaryDirectory() as tmp:
+    results: dict[str, list[dict[str, Any]]] = {"default": [], "taskstream": []}
+    with blackhole_collector() as endpoint:
         for r in range(rounds):
-            for variant in ("baseline", "default") if r % 2 == 0 else ("default", "baseline"):
-                out = os.path.join(tmp, f"{variant}-{r}.out")
-                counts[variant].append(run_callgrind(variant, endpoint, workflows, out))
+            for variant in ("default", "taskstream") if r % 2 == 0 else ("taskstream", "default"):
+                results[variant].append(run_variant(variant, endpoint, workflows, calls=True))
             print(f"round {r + 1}/{rounds} done", file=sys.stderr)
-    added = [(o - b) / spans for o, b in zip(counts["default"], counts["baseline"], strict=True)]
-    base = [b / spans for b in counts["baseline"]]
-    print(f"{rounds} rounds of {workflows} workflows ({spans} Dask spans) under callgrind;")
-    print("instructions per Dask span, median [min–max]\n")
-    print("| figure | instructions per Dask span |\n|---|---|")
-    print(f"| baseline (no otel-spans) | {summarise(base)} |")
-    print(f"| added by otel-spans (default − baseline, same round) | {summarise(added)} |")
+    print(report_calls(results, workflows))
     return 0
+
+
+def report_calls(results: dict[str, list[dict[str, Any]]], workflows: int) -> str:
+    spans, tasks = workflows * SPANS_PER_WORKFLOW, workflows * TASKS
+    runs = results["default"]
+    lines = [
+        f"{len(runs)} rounds of {workflows} workflows ({spans} Dask spans, {tasks} tasks); "
+        "Python and C calls made on the event loop, median [min–max]",
+        "",
+        "| calls | per Dask span | per task |",
+        "|---|---|---|",
+    ]
+    for bucket in runs[0]["calls"]:
+        per_span = summarise([r["calls"][bucket] / spans for r in runs])
+        per_task = summarise([r["calls"][bucket] / tasks for r in runs], "{:.1f}")
+        lines.append(f"| otel-spans: {bucket} | {per_span} | {per_task} |")
+    reference = [r["taskstream"] / tasks for r in results["taskstream"]]
+    lines.append(f"| Dask's TaskStreamPlugin in place | | {summarise(reference, '{:.1f}')} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ task, per span, collections) is only as true as this accounting."""
 from __future__ import annotations
 
 import gc
+import sys
 import time
 
-from benchmarks.hook_timer import COLLECTIONS, Collections, HookTimer
+from benchmarks.hook_timer import COLLECTIONS, CallCounter, Collections, HookTimer
 
 
 def spin(seconds: float) -> float:
@@ -72,3 +73,32 @@ def test_every_collection_while_open_is_counted_by_generation() -> None:
     gc.collect()  # after close: not counted
     assert collections.by_generation == [1, 0, 1]
     assert collections.seconds > 0
+
+
+def test_calls_are_counted_for_the_innermost_wrapped_callable() -> None:
+    """``--calls``: each call made inside a wrapped callable counts once, for the
+    innermost one under way, the callable itself included and the wrappers' own calls
+    left out; calls outside every wrapped callable do not count."""
+
+    def leaf() -> None:
+        pass
+
+    def inner() -> None:
+        leaf()
+        len(())  # a C call counts as one too
+
+    def outer() -> None:
+        wrapped_inner()
+        leaf()
+
+    counter = CallCounter()
+    try:
+        wrapped_inner = counter.wrap("inner", inner)
+        wrapped_outer = counter.wrap("outer", outer)
+        wrapped_outer()
+        wrapped_inner()
+        leaf()  # outside: not counted
+    finally:
+        counter.close()
+    assert counter.reading() == {"inner": 2 * 3, "outer": 2}
+    assert sys.getprofile() is None

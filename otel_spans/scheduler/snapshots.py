@@ -63,30 +63,49 @@ def submitted_at(
     return min(starts) if starts else None
 
 
-def fed_by(scheduler: Scheduler, groups: AbstractSet[TaskGroup]) -> list[Computation]:
+def fed_by(
+    scheduler: Scheduler, groups: AbstractSet[TaskGroup], first: Computation | None = None
+) -> list[Computation]:
     """Dask's recent computations that hold any of ``groups`` (a span's own, or its
     tree's), oldest first: read once for the span's computation events and its groups'
     submission times.
 
     Dask adds a task group to one computation only, the newest at the group's creation
     (``Scheduler.new_task``): read newest first, the scan stops once every group is
-    found. A span's groups are recent, so a long-lived scheduler's full history of
-    computations is rarely read; groups no computation holds (scattered data) are
-    looked for in all of them.
+    found, and at ``first`` (:func:`first_computation` of the span: no older one holds
+    any of its groups), which is counted whether Dask still lists it or not. Groups no
+    computation holds (scattered data) are looked for in all of them.
     """
     if not groups:  # a span with sub-spans alone (a root, often): no computation fed it
         return []
     out = []
-    left = len(groups)
-    for computation in reversed(scheduler.computations):
-        held = computation.groups
-        if not groups.isdisjoint(held):
-            out.append(computation)
-            left -= len(groups & held) if len(groups) > 1 else 1
-            if left <= 0:
+    left = len(groups) - (len(groups & first.groups) if first is not None else 0)
+    if left > 0:
+        for computation in reversed(scheduler.computations):
+            if computation is first:
                 break
+            held = computation.groups
+            if not groups.isdisjoint(held):
+                out.append(computation)
+                left -= len(groups & held) if len(groups) > 1 else 1
+                if left <= 0:
+                    break
+    if first is not None:
+        out.append(first)
     out.reverse()
     return out
+
+
+def first_computation(scheduler: Scheduler, span: Span) -> Computation | None:
+    """The newest computation when it holds every group of ``span``: when the span is
+    first seen in the graph that made it, the computation of that graph (any later
+    group of the span is in a newer one); else None."""
+    computations = scheduler.computations
+    groups = span.groups
+    if not computations or not groups:
+        return None
+    newest = computations[-1]
+    return newest if groups <= newest.groups else None
 
 
 def root_of(span: Span) -> Span:

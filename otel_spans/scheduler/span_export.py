@@ -92,7 +92,8 @@ class SpanExporter:
         # and its groups' submission times, on the export that carries both.
         fed = None
         if signals.traces_enabled and not track.exports:
-            fed = snapshots.fed_by(self._scheduler, span.groups)
+            fed = snapshots.fed_by(self._scheduler, span.groups, track.computation)
+        track.computation = None  # read by the first export alone
         record, run_totals, end = span_records.span_record(
             span,
             export_inputs.export_snapshot(

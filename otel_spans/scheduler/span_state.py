@@ -13,13 +13,16 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from otel_spans.config import TaskSettings
 from otel_spans.records import AttrValue, SpanRecord
 from otel_spans.scheduler.memory import SpanMemory
 from otel_spans.scheduler.sampling import Policy
 from otel_spans.telemetry.histogram import Series
+
+if TYPE_CHECKING:
+    from distributed.scheduler import Computation
 
 #: Finished workflows remembered for the workflows page.
 MAX_FINISHED_ROOTS = 100
@@ -118,6 +121,11 @@ class TrackedSpan(SpanIdentity):
     series_prefix: str | None = None
     series: Series | None = None
     duration_series: dict[str, Series] = field(default_factory=dict)
+    #: The computation that held every group of the span when it was first seen, read
+    #: by its first export and then dropped: Dask keeps its 100 recent computations,
+    #: which a busy scheduler rolls over before a span's export. None when it was first
+    #: seen later than the graph that made it.
+    computation: Computation | None = None
 
     @property
     def identity(self) -> SpanIdentity:

@@ -220,6 +220,7 @@ class SpanTracker:
         if track is None:
             root = snapshots.root_of(span)
             track = export_inputs.track_of(span, root, self._settings, self.callers)
+            track.computation = snapshots.first_computation(self._scheduler, span)
             self.tracks[span.id] = track
             self.open[span.id] = self.live[span.id] = span
             if track.is_root:

@@ -401,3 +401,37 @@ async def test_dask_gives_each_task_group_to_one_computation(
     assert {"held", "busy", "after", "third"} <= set(holders)
     assert set(holders.values()) == {1}, holders
     assert len(computations) >= 2  # the idle scheduler started a new one at least once
+
+
+@cluster_test()
+async def test_a_span_keeps_its_computation_after_dask_dropped_it(
+    otlp_receiver: OtlpReceiver,
+) -> None:
+    """Dask keeps its recent computations (100 by default, 1 here), which a busy
+    scheduler rolls over before a span is exported (``traces.linger`` after it is done):
+    the span's computation event and its task group's submission time come from the
+    computation that held its groups when it was first seen."""
+    config = {
+        "otel-spans.endpoint": otlp_receiver.grpc_endpoint,
+        "otel-spans.traces.linger": "1s",
+        "distributed.diagnostics.computations.max-history": 1,
+    }
+    async with traced_cluster(config) as (client, scheduler, _):
+        with span("first") as first_id:
+            assert await client.submit(operator.add, 1, 2, key="first-1") == 3
+            (computation,) = scheduler.computations
+        with span("second"):  # a new computation: the first one leaves Dask's deque
+            assert await client.submit(operator.add, 3, 4, key="second-1") == 7
+        assert computation not in scheduler.computations
+        await wait_spans(otlp_receiver, names_present("first", "second"))
+        group = await await_until(
+            lambda: [
+                s
+                for s in otlp_receiver.spans()
+                if s.attributes.get("dask.task_group.name") == "first"
+            ]
+        )
+    (first,) = [s for s in dask_spans(otlp_receiver) if s.attributes["dask.span.id"] == first_id]
+    events = [e for e in first.events if e.name == "dask.computation"]
+    assert [e.attributes["dask.computation.id"] for e in events] == [str(computation.id)]
+    assert group[0].attributes["dask.task_group.submitted"] == int(computation.start * 1e9)

@@ -136,3 +136,27 @@ def test_a_roots_analysis_reads_its_trees_submissions_from_one_scan() -> None:
     assert len(scans) == 1
     assert groups.submitted_at(fit) == 100.0  # type: ignore[arg-type]
     assert groups.submitted_at(score) == 105.0  # type: ignore[arg-type]
+
+
+def test_a_spans_first_computation_counts_after_dask_dropped_it() -> None:
+    """A busy scheduler rolls Dask's recent computations over before a span is
+    exported: the computation that held every group of the span when it was first seen
+    (``first_computation``) still feeds its events and its groups' submission times,
+    and no computation older than it is read."""
+    fit, score, data = Group("fit-1"), Group("score-1"), Group("data-1")
+    first = computation(100.0, fit)
+    never_read: Any = SimpleNamespace(start=1.0)  # no groups: reading it raises
+    scheduler: Any = SimpleNamespace(computations=deque([never_read, first]))
+    assert snapshots.first_computation(scheduler, SimpleNamespace(groups={fit})) is first  # type: ignore[arg-type]
+    partly: Any = SimpleNamespace(groups={fit, score})  # a group made by an older graph
+    assert snapshots.first_computation(scheduler, partly) is None
+    assert snapshots.first_computation(scheduler, SimpleNamespace(groups=set())) is None  # type: ignore[arg-type]
+    later = computation(110.0, score)
+    # dropped by Dask: the first still counts, before those Dask lists
+    scheduler.computations = deque([computation(105.0), later, computation(120.0)])
+    assert [c.start for c in snapshots.fed_by(scheduler, {fit}, first)] == [100.0]
+    assert [c.start for c in snapshots.fed_by(scheduler, {fit, score}, first)] == [100.0, 110.0]
+    # still listed: the scan stops there, also for a group no computation holds
+    scheduler.computations = deque([never_read, first, later])
+    assert [c.start for c in snapshots.fed_by(scheduler, {fit, score}, first)] == [100.0, 110.0]
+    assert [c.start for c in snapshots.fed_by(scheduler, {fit, data}, first)] == [100.0]

@@ -94,8 +94,10 @@ class SpanTracker:
         #: Spans with task transitions since the last poll: only these (and their
         #: ancestors) can have changed their done-ness.
         self._changed: set[str] = set()
-        #: Open spans seen done, waiting out the linger.
-        self._lingering: set[str] = set()
+        #: Open spans seen done, waiting out the linger: uuid -> since when, in that
+        #: order (a span done again goes to the end), so that a poll reads only the
+        #: spans whose linger ended, not every span still waiting.
+        self._lingering: dict[str, float] = {}
         #: How many of the extension's spans (an insertion-ordered dict) were discovered.
         self._discovered = 0
         #: The spans the last poll had no time for, in order.
@@ -333,10 +335,17 @@ class SpanTracker:
                 node = node.parent
         if final:  # shutdown looks at every open span once more
             changed |= set(self.open)
-        candidates = changed | self._lingering
+        linger = self._settings.traces.linger
+        if final:
+            candidates = changed.union(self._lingering)
+        else:
+            candidates = set(changed)
+            for uuid, since in self._lingering.items():
+                if now - since < linger:
+                    break  # the rest came later (a clock stepped back: by the step)
+                candidates.add(uuid)
         done: dict[str, bool] = {}
 
-        linger = self._settings.traces.linger
         # What the last poll had no time for goes first, so that every span gets its
         # turn however many others keep changing.
         pending = [s for s in self._deferred if s in candidates]
@@ -358,10 +367,10 @@ class SpanTracker:
                 if is_done(open_span, changed, done, self.open, self.tracks):
                     if track.done_since is None:
                         track.done_since = now
-                        self._lingering.add(uuid)
+                        self._lingering[uuid] = now
                 else:
                     track.done_since = None
-                    self._lingering.discard(uuid)
+                    self._lingering.pop(uuid, None)
             if track.done_since is not None and (final or now - track.done_since >= linger):
                 if track.is_root and open_span.children:
                     roots.append((open_span, track))
@@ -405,7 +414,7 @@ class SpanTracker:
         track.done_since = None
         track.exported_at = time() if done else None
         self.open.pop(span.id, None)
-        self._lingering.discard(span.id)
+        self._lingering.pop(span.id, None)
         # The CPU made available stops growing once the span is done: hand over its
         # final growth now rather than re-reading it on every metrics tick.
         self._signals.submit_deltas(

@@ -435,3 +435,59 @@ async def test_a_span_keeps_its_computation_after_dask_dropped_it(
     events = [e for e in first.events if e.name == "dask.computation"]
     assert [e.attributes["dask.computation.id"] for e in events] == [str(computation.id)]
     assert group[0].attributes["dask.task_group.submitted"] == int(computation.start * 1e9)
+
+
+@gen_cluster(client=True, nthreads=[("127.0.0.1", 2)], clean_kwargs={"threads": False})
+async def test_a_span_is_exported_once_its_own_linger_is_over(
+    c: Client, s: object, a: object, otlp_receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each done span waits out ``traces.linger`` from when the poll first saw it done,
+    whatever spans finished before or after it; one that got new work waits again from
+    when it is done again."""
+    from otel_spans.scheduler import tracking
+
+    await c.register_plugin(
+        OtelSpansPlugin(
+            endpoint=otlp_receiver.grpc_endpoint, traces={"linger": "10s", "poll_interval": "1h"}
+        )
+    )
+    tracker = s.plugins["otel-spans"]._tracker  # type: ignore[attr-defined]
+    clock = [1_000.0]
+    monkeypatch.setattr(tracking, "time", lambda: clock[0])
+
+    def poll_at(t: float) -> set[str]:
+        clock[0] = t
+        tracker.poll(final=False)
+        return {tracker.open[uuid].name[-1] for uuid in tracker.open}
+
+    held = []  # results kept: a released one is a transition, which re-checks its span
+    ids = {}
+
+    async def done(name: str) -> None:
+        with span(name) as ids[name]:
+            held.append(c.submit(operator.neg, 1, key=f"{name}-1"))
+            await held[-1]
+
+    await done("a")
+    assert "a" in poll_at(1_000.0)  # done at 1000: lingers until 1010
+    await done("b")
+    assert {"a", "b"} <= poll_at(1_005.0)  # done at 1005
+    await done("c")
+    assert {"a", "b", "c"} <= poll_at(1_008.0)  # done at 1008
+    # New work in b (its annotation: the same Dask span): b is no longer done.
+    with dask.annotate(span={"name": ("b",), "ids": (ids["b"],)}):
+        more = c.submit(wait_for, "b-more", 2)
+    tasks = s.tasks  # type: ignore[attr-defined]
+    await await_until(lambda: more.key in tasks and tasks[more.key].state == "processing", 10)
+    assert tasks[more.key].group.span_id == ids["b"]
+    assert {"a", "b", "c"} <= poll_at(1_009.0)
+    open_now = poll_at(1_010.5)
+    assert "a" not in open_now and {"b", "c"} <= open_now
+    from distributed import Event
+
+    await Event("b-more").set()
+    assert await more == 2
+    assert {"b", "c"} <= poll_at(1_011.0)  # b done again at 1011: lingers until 1021
+    open_now = poll_at(1_018.5)
+    assert "c" not in open_now and "b" in open_now
+    assert "b" not in poll_at(1_021.5)

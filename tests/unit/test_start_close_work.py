@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,10 @@ def test_the_worker_span_processor_starts_with_the_first_span(
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
     monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
     monkeypatch.setattr(tracing, "_process", tracing._Process())
-    overrides = {"endpoint": "http://127.0.0.1:1", "shutdown-timeout": "0.2s"}
+    # Nothing listens on port 1: the span's export is refused and retried until its
+    # timeout, on the shutdown thread the release abandons after 0.2 s (1 s, not the
+    # default 10: the thread would outlive this test into the next one's checks).
+    overrides = {"endpoint": "http://127.0.0.1:1", "shutdown-timeout": "0.2s", "timeout": "1s"}
     settings = Settings.from_config(overrides, environ={})
     before = exporter_threads()
     lease = tracing.acquire(settings, lambda: TracerProvider().resource)
@@ -99,6 +103,10 @@ def test_the_worker_span_processor_starts_with_the_first_span(
     assert export.stats()["queued"] + export.stats()["exported"] + export.stats()["failed"] == 1
     lease.release()
     assert export.closed and export.stats()["dropped"] == 0
+    deadline = time.monotonic() + 10
+    while exporter_threads() != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert exporter_threads() == before  # the abandoned export ran out its timeout
 
 
 def test_a_finished_pipeline_stops_its_exporter_inline() -> None:

@@ -113,6 +113,10 @@ class CallCounter:
         #: Calls of the wrappers themselves, counted by the profile, taken out.
         self._own: dict[str, int] = {}
         self._stack: list[str] = []
+        if sys.getprofile() is not None:
+            # One profile function per thread: a second counter (or a profiler) would
+            # silently take the first one's place, and it would stop counting.
+            raise RuntimeError("a profile function is set already: one CallCounter per thread")
         sys.setprofile(self._profile)
 
     def close(self) -> None:

@@ -8,6 +8,8 @@ import gc
 import sys
 import time
 
+import pytest
+
 from benchmarks.hook_timer import COLLECTIONS, CallCounter, Collections, HookTimer
 
 
@@ -101,4 +103,16 @@ def test_calls_are_counted_for_the_innermost_wrapped_callable() -> None:
     finally:
         counter.close()
     assert counter.reading() == {"inner": 2 * 3, "outer": 2}
+    assert sys.getprofile() is None
+
+
+def test_a_second_call_counter_on_a_thread_is_refused() -> None:
+    """``sys.setprofile`` holds one function per thread: a second counter would end the
+    first one's counting without a word."""
+    counter = CallCounter()
+    try:
+        with pytest.raises(RuntimeError, match="one CallCounter per thread"):
+            CallCounter()
+    finally:
+        counter.close()
     assert sys.getprofile() is None

@@ -28,25 +28,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from otel_spans import semconv
 from otel_spans.scheduler.plugin_lifecycle import PluginLifecycle
-from otel_spans.scheduler.task_runs import compute_seconds
+from otel_spans.scheduler.task_states import WATCHED_STATES
 
 if TYPE_CHECKING:
     from distributed import Scheduler
-
-#: A task entering one of these states means its span has work to do again.
-_ACTIVE_STATES = frozenset({"waiting", "queued", "processing", "no-worker"})
-#: Final states counted per span and prefix as tasks reach them. Dask's own per-group
-#: state counts forget an erred task as soon as the client releases it; these do not.
-_FINAL_STATES = frozenset({"memory", "erred"})
-#: Transitions after which a span may have become done: the poll re-checks it.
-_SETTLING_STATES = _FINAL_STATES | {"released"}
-#: Transitions the hook follows; any other returns at once (a task leaving memory
-#: for another state is followed too: it held bytes).
-_WATCHED_STATES = _ACTIVE_STATES | _SETTLING_STATES
-#: States a task leaving for ``released`` ended a run from without a result kept: a
-#: lost worker, ``Reschedule``, a retry, a stale run (processing), ``Client.retry``
-#: (erred). Its next run, if any, is one more attempt.
-_RUN_ENDED_STATES = frozenset({"processing", "erred"})
 
 
 class OtelSpansPlugin(PluginLifecycle):
@@ -76,15 +61,17 @@ class OtelSpansPlugin(PluginLifecycle):
     # -- hooks (event loop) -------------------------------------------------------------
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         # Every task passes here four or five times: a transition otel-spans does not
-        # follow returns before any lookup, and a followed one makes few calls.
+        # follow returns before any lookup, a followed one is one call into the tracker.
         tracker = self._tracker
         if tracker is None:
             return
         if finish == "forgotten":
-            self._forgotten(key)
+            groups = tracker.task_groups
+            if groups is not None and groups.reruns:
+                self._forgotten(key)
             if start != "memory":
                 return
-        elif finish not in _WATCHED_STATES and start != "memory":
+        elif finish not in WATCHED_STATES and start != "memory":
             return
         if self._budget.exhausted:
             return
@@ -93,32 +80,8 @@ class OtelSpansPlugin(PluginLifecycle):
                 return
             assert self._scheduler is not None
             ts = self._scheduler.tasks.get(key)
-            if ts is None or ts.group is None:
-                return
-            uuid = ts.group.span_id
-            if not uuid:
-                return
-            active = finish in _ACTIVE_STATES
-            track = tracker.track_uuid(uuid, reopen=active)
-            if track is None:
-                return
-            # A result entering or leaving memory changes its span's held bytes.
-            if finish == "memory":
-                tracker.held_changed(ts, track, True)
-            elif start == "memory":
-                tracker.held_changed(ts, track, False)
-            if active:
-                tracker.became_active(uuid, track)
-                return
-            tracker.settled(uuid)
-            if finish == "released":
-                if start in _RUN_ENDED_STATES and tracker.task_groups is not None:
-                    tracker.task_groups.abandoned(key)  # a next run is a rerun
-                return
-            if finish not in _FINAL_STATES or (finish == "memory" and start != "processing"):
-                return
-            compute = compute_seconds(kwargs.get("startstops"))
-            tracker.task_finished(ts, start, finish, kwargs, track, compute)
+            if ts is not None and ts.group is not None:
+                tracker.transition(ts, start, finish, kwargs)
         except Exception:
             self._internal_error("transition")
 

@@ -109,8 +109,9 @@ class TaskGroups:
         #: ``Reschedule``, it erred with retries left, its run went stale), that were
         #: retried after they erred, or whose result was lost with a worker: key ->
         #: runs before the next one. A key leaves when it finishes again or is
-        #: forgotten; at most ``_MAX_RERUNS``.
-        self._reruns: dict[Any, int] = {}
+        #: forgotten; at most ``_MAX_RERUNS``. Read by the transition hook, which
+        #: skips a forgotten key's lookup while it is empty.
+        self.reruns: dict[Any, int] = {}
         #: Lost keys forgotten at ``_MAX_RERUNS`` before they reran.
         self.reruns_evicted = 0
         #: Parent tasks forgotten at ``_MAX_PARENTS`` before they finished.
@@ -126,7 +127,7 @@ class TaskGroups:
         return {
             "task_groups": len(self._groups),
             "held_task_spans": self.sampler.held(),
-            "pending_reruns": len(self._reruns),
+            "pending_reruns": len(self.reruns),
             "reruns_evicted": self.reruns_evicted,
             "traces_counted": self.sampler.traces(),
             "parent_tasks": len(self._parents),
@@ -202,16 +203,16 @@ class TaskGroups:
         ``processing`` or ``erred`` for ``released``), or its result was lost: the next
         run is attempt + 1, kept as ``recomputed`` (spans its earlier runs started hang
         under the task span the scheduler exports, which must therefore exist)."""
-        self._reruns[key] = self._reruns.get(key, 0) + 1
-        if len(self._reruns) > _MAX_RERUNS:
-            del self._reruns[next(iter(self._reruns))]
+        self.reruns[key] = self.reruns.get(key, 0) + 1
+        if len(self.reruns) > _MAX_RERUNS:
+            del self.reruns[next(iter(self.reruns))]
             self.reruns_evicted += 1
 
     def forget_key(self, key: Any) -> None:
         """``key`` left the scheduler without rerunning: a later task of that key is
         a new task, not a recomputation."""
-        if self._reruns:
-            self._reruns.pop(key, None)
+        if self.reruns:
+            self.reruns.pop(key, None)
 
     def forget_span(self, uuid: str, groups: Iterable[TaskGroup], trace_id: int | None) -> None:
         """A released span is forgotten: its groups (a later graph's dependency on one
@@ -263,7 +264,7 @@ class TaskGroups:
             if bounds[1] > group.last:
                 group.last = bounds[1]
         key = ts.key
-        reruns = self._reruns.pop(key, 0) if self._reruns else 0
+        reruns = self.reruns.pop(key, 0) if self.reruns else 0
         must_keep = None
         if finish == "erred" and start == "processing":
             must_keep = ERRED

@@ -2,8 +2,10 @@
 
 On the scheduler's event loop (driven by :mod:`otel_spans.scheduler.plugin`):
 
-* :meth:`SpanTracker.task_finished` counts tasks reaching a final state and their
-  output bytes per span and prefix, and hands the run to the task groups;
+* :meth:`SpanTracker.transition` follows a task's transition (its span changed, maybe
+  reopened; its result's bytes held or freed); :meth:`SpanTracker.task_finished`
+  counts tasks reaching a final state and their output bytes per span and prefix, and
+  hands the run to the task groups;
 * the trace poll (``traces.poll-interval``, :meth:`SpanTracker.poll`) discovers new
   Dask spans and checks the *open* ones (not yet exported, or reopened) for being
   done. A span that stayed done for ``traces.linger`` is exported: the tracker
@@ -47,6 +49,8 @@ from otel_spans.scheduler.span_state import (
     finished_key,
 )
 from otel_spans.scheduler.task_groups import TaskGroups
+from otel_spans.scheduler.task_runs import compute_seconds
+from otel_spans.scheduler.task_states import ACTIVE_STATES, FINAL_STATES, RUN_ENDED_STATES
 from otel_spans.telemetry.signals import Signals
 
 if TYPE_CHECKING:
@@ -230,15 +234,42 @@ class SpanTracker:
         return track
 
     # -- transitions (hot path) -------------------------------------------------------------
-    def became_active(self, uuid: str, track: TrackedSpan) -> None:
-        """A task of the span is waiting or running again."""
-        self._changed.add(uuid)
-        if track.exports and uuid not in self._reopened:
-            self._reopened[uuid] = time()
+    def transition(self, ts: TaskState, start: str, finish: str, kwargs: dict[str, Any]) -> None:
+        """A followed transition of ``ts`` (see :data:`WATCHED_STATES`).
 
-    def settled(self, uuid: str) -> None:
-        """A task of the span reached a state after which the span may be done."""
+        One call per transition, its steps written out: every task passes here three or
+        four times, and in place a Python call costs several times its tight-loop figure.
+        """
+        uuid = ts.group.span_id
+        if not uuid:
+            return
+        active = finish in ACTIVE_STATES
+        track = self.tracks.get(uuid)  # nearly always: the span is tracked
+        if track is None:
+            track = self.track_uuid(uuid, reopen=active)
+            if track is None:
+                return
+        # A result entering or leaving memory changes its span's held bytes.
+        if finish == "memory" or start == "memory":
+            memory = track.memory
+            if memory.root is None:
+                self._find_root(track)
+            nbytes = ts.nbytes if ts.nbytes > 0 else 0
+            held_changed(memory, ts.group.name, nbytes if finish == "memory" else -nbytes)
+        # Only spans with transitions since the last poll can have changed done-ness.
         self._changed.add(uuid)
+        if active:
+            if track.exports and uuid not in self._reopened:
+                self._reopened[uuid] = time()  # new work after an export: reopened
+            return
+        if finish == "released":
+            if start in RUN_ENDED_STATES and self.task_groups is not None:
+                self.task_groups.abandoned(ts.key)  # a next run is a rerun
+            return
+        if finish not in FINAL_STATES or (finish == "memory" and start != "processing"):
+            return
+        compute = compute_seconds(kwargs.get("startstops"))
+        self.task_finished(ts, start, finish, kwargs, track, compute)
 
     def task_finished(
         self,
@@ -282,20 +313,17 @@ class SpanTracker:
                 exception_type(kwargs, LABEL_LENGTH),
             )
 
-    def held_changed(self, ts: TaskState, track: TrackedSpan, entered: bool) -> None:
-        """A result of ``track``'s span entered or left memory: O(1) (the root's ledger
-        is found once per span, O(depth))."""
+    def _find_root(self, track: TrackedSpan) -> None:
+        """Point ``track``'s memory ledger at its root's, once per span (O(depth)): the
+        root's ledger sums its tree's held bytes."""
         memory = track.memory
-        if memory.root is None:
-            if track.is_root:
-                memory.root = memory
-            else:
-                ext = self.extension()
-                span = ext.spans.get(track.uuid) if ext is not None else None
-                root = self.track_uuid(snapshots.root_of(span).id, reopen=False) if span else None
-                memory.root = root.memory if root is not None else None
-        nbytes = ts.nbytes if ts.nbytes > 0 else 0
-        held_changed(memory, ts.group.name, nbytes if entered else -nbytes)
+        if track.is_root:
+            memory.root = memory
+            return
+        ext = self.extension()
+        span = ext.spans.get(track.uuid) if ext is not None else None
+        root = self.track_uuid(snapshots.root_of(span).id, reopen=False) if span else None
+        memory.root = root.memory if root is not None else None
 
     # -- the trace poll -------------------------------------------------------------------
     def poll(self, final: bool) -> None:

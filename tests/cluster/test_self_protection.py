@@ -36,7 +36,7 @@ async def test_repeating_internal_error_disables_per_task_work_once(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(SpanTracker, "became_active", broken)
+    monkeypatch.setattr(SpanTracker, "transition", broken)
     config = {"otel-spans.endpoint": otlp_receiver.grpc_endpoint, **FAST_METRICS}
     with caplog.at_level(logging.ERROR, logger="otel_spans"):
         async with traced_cluster(config) as (client, _scheduler, _workers):

@@ -1,4 +1,4 @@
-"""Which run of a key is which attempt (``TaskGroups._reruns``), and that every attempt
+"""Which run of a key is which attempt (``TaskGroups.reruns``), and that every attempt
 of a key in a Dask span is exported under one span id (docs/trace-context.md, Reruns).
 
 The scheduler plugin calls :meth:`TaskGroups.abandoned` when a key leaves

@@ -58,6 +58,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from benchmarks.hook_timer import CallCounter, Collections, HookTimer
@@ -195,10 +196,13 @@ async def run_workflows(
     *,
     taskstream: bool = False,
     meter: type[Meter] = HookTimer,
+    workflow: Callable[[Any, int], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """``workflows`` workflows on a fresh in-process cluster under ``config``: wall, process
     CPU over the workload plus ``settle`` s, and (with otel-spans) its own CPU by part
-    (with ``meter=CallCounter``: the calls made, by part, instead)."""
+    (with ``meter=CallCounter``: the calls made, by part, instead). ``workflow``: the
+    workload's unit, :func:`one_workflow` unless given (``benchmarks.per_task``'s)."""
+    workflow = workflow or one_workflow
     import dask.config
     from distributed import Client, LocalCluster
 
@@ -214,7 +218,7 @@ async def run_workflows(
             Client(cluster, asynchronous=True) as client,  # type: ignore[no-untyped-call]
         ):
             for n in range(warmup):
-                await one_workflow(client, n)
+                await workflow(client, n)
             if not await settled(cluster.scheduler):
                 raise RuntimeError("otel-spans did not settle after the warm-up")
             timer = instrument(cluster.scheduler, meter)
@@ -224,7 +228,7 @@ async def run_workflows(
                 export0 = exporter_threads_ns()
                 cpu0, wall0 = time.process_time_ns(), time.perf_counter()
                 for n in range(workflows):
-                    await one_workflow(client, n)
+                    await workflow(client, n)
                 wall = time.perf_counter() - wall0
                 ok = await settled(cluster.scheduler)
                 await asyncio.sleep(max(0.0, wall0 + wall + settle - time.perf_counter()))
@@ -240,11 +244,14 @@ async def run_workflows(
                         **timer.reading(),
                         "exporter threads": (exporter_threads_ns() - export0) / 1e9,
                     }
+                    out["own_calls"] = dict(timer.calls)  # the calls timed, by bucket
                 if timer is not None:
                     plugin = cluster.scheduler.plugins["otel-spans"]
                     out["stats"] = {k: plugin.stats()[k]["exported"] for k in ("traces", "logs")}
                 if reference is not None:
                     out["taskstream"] = reference.reading()[TASKSTREAM]
+                    if isinstance(reference, HookTimer):  # the calls timed
+                        out["taskstream_calls"] = reference.calls[TASKSTREAM]
             finally:
                 collections.close()
                 for used in (timer, reference):

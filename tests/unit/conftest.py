@@ -1,4 +1,5 @@
-"""Fixtures of the unit tests that resolve settings."""
+"""Fixtures of the unit tests: settings resolved afresh, and a receiver for the
+benchmarks' measurements."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dask.config
 import pytest
 
 from otel_spans import config
+from tests.servers.otlp_receiver import OtlpReceiver
 
 
 @pytest.fixture
@@ -17,3 +19,10 @@ def clean_config() -> Iterator[None]:
     config._WARNED.clear()
     with dask.config.set({"otel-spans": {}}):
         yield
+
+
+@pytest.fixture(scope="module")
+def otlp_endpoint() -> Iterator[str]:
+    """A loopback OTLP/gRPC receiver's endpoint, for a module's benchmark measurements."""
+    with OtlpReceiver() as receiver:
+        yield receiver.grpc_endpoint

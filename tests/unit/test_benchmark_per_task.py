@@ -4,26 +4,16 @@ variant, Dask's ``TaskStreamPlugin`` alone in the other, on the scheduler-bound 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-
-import pytest
 
 from benchmarks import per_task
-from tests.servers.otlp_receiver import OtlpReceiver
 
 WORKFLOWS = 2
 TASKS = 40
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with OtlpReceiver() as receiver:
-        yield receiver.grpc_endpoint
-
-
-def test_each_variant_times_its_own_hook_on_every_task(endpoint: str) -> None:
-    ours = asyncio.run(per_task.run_child("default", endpoint, WORKFLOWS, TASKS))
-    reference = asyncio.run(per_task.run_child("taskstream", endpoint, WORKFLOWS, TASKS))
+def test_each_variant_times_its_own_hook_on_every_task(otlp_endpoint: str) -> None:
+    ours = asyncio.run(per_task.run_child("default", otlp_endpoint, WORKFLOWS, TASKS))
+    reference = asyncio.run(per_task.run_child("taskstream", otlp_endpoint, WORKFLOWS, TASKS))
     # otel-spans' variant times its hooks and exports every workflow; the reference
     # runs without otel-spans and times Dask's plugin alone.
     assert ours["own"]["loop: per-task hooks"] > 0

@@ -21,26 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks import per_span, start_close
-from tests.servers.otlp_receiver import OtlpReceiver
 
 #: The committed ratios (see the file's ``_measured``).
 BASELINE_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "cost_baseline.json"
 ALLOWED_REGRESSION = 1.5
 #: Measurements at most; the lowest ratio counts.
 ATTEMPTS = 5
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with OtlpReceiver() as receiver:
-        yield receiver.grpc_endpoint
 
 
 def lowest_ratio(measure: Callable[[], Coroutine[Any, Any, float]], limit: float) -> float:
@@ -60,9 +53,9 @@ def lowest_ratio(measure: Callable[[], Coroutine[Any, Any, float]], limit: float
     ],
 )
 def test_cost_against_the_baseline(
-    endpoint: str, name: str, measure: Callable[[str], Coroutine[Any, Any, float]]
+    otlp_endpoint: str, name: str, measure: Callable[[str], Coroutine[Any, Any, float]]
 ) -> None:
     baseline = json.loads(BASELINE_FILE.read_text())
     limit = ALLOWED_REGRESSION * baseline[name]
-    lowest = lowest_ratio(lambda: measure(endpoint), limit)
+    lowest = lowest_ratio(lambda: measure(otlp_endpoint), limit)
     assert lowest <= limit, f"{name}: {lowest:.3f} > {ALLOWED_REGRESSION} × {baseline[name]}"

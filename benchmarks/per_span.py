@@ -312,6 +312,12 @@ def summarise(values: list[float], fmt: str = "{:.0f}") -> str:
     return f"{fmt.format(median)} [{fmt.format(low)}–{fmt.format(high)}]"
 
 
+def _per_span_work(run: dict[str, Any]) -> float:
+    """Seconds of otel-spans' per-span work on the loop and of its exporter threads."""
+    own = run["own"]
+    return float(own["loop: per-span work"] + own["exporter threads"])
+
+
 def report(results: dict[str, list[dict[str, Any]]], workflows: int) -> str:
     spans = workflows * SPANS_PER_WORKFLOW
     base, runs = results["baseline"], results["default"]
@@ -346,6 +352,15 @@ def report(results: dict[str, list[dict[str, Any]]], workflows: int) -> str:
         lines.append(
             f"| Dask's TaskStreamPlugin in place, µs per task | {summarise(reference, '{:.1f}')} |"
         )
+    # The per-span budget's figure (≤ 150 µs), and the same over Dask's own CPU per span
+    # in the same round: the reading that holds from one machine to another.
+    per_span = [_per_span_work(r) / spans * 1e6 for r in runs]
+    lines.append(f"| **otel-spans' per-span work and exporters** | **{summarise(per_span)}** |")
+    shares = [_per_span_work(o) / b["cpu"] * 100 for o, b in pairs]
+    lines.append(
+        f"| the same, % of the baseline's process CPU (same round) | "
+        f"{summarise(shares, '{:.1f}')} |"
+    )
     total = [sum(r["own"].values()) / spans * 1e6 for r in runs]
     lines.append(f"| **otel-spans' own, total** | **{summarise(total)}** |")
     lines.append(f"| wall ratio | {summarise(wall, '{:.3f}')} |")

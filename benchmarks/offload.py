@@ -24,11 +24,13 @@ import asyncio
 import json
 import queue
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from typing import Any
+
+from benchmarks.per_span import summarise
+from benchmarks.rounds import alternating, child
 
 MODES = ("none", "loop", "thread")
 
@@ -111,23 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(asyncio.run(run(args.child, *shape))))
         return 0
-    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
-    for r in range(args.rounds):
-        for mode in MODES if r % 2 == 0 else MODES[::-1]:
-            command = [sys.executable, "-m", "benchmarks.offload", "--child", mode]
-            command += ["--work", str(args.work), "--period", str(args.period)]
-            command += ["--chunk", str(args.chunk), "--seconds", str(args.seconds)]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
-            results[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
-    print(report(results, args))
+
+    def run_mode(mode: str) -> dict[str, Any]:
+        command = [sys.executable, "-m", "benchmarks.offload", "--child", mode]
+        command += ["--work", str(args.work), "--period", str(args.period)]
+        command += ["--chunk", str(args.chunk), "--seconds", str(args.seconds)]
+        return child(command, mode)
+
+    print(report(alternating(args.rounds, MODES, run_mode), args))
     return 0
 
 
 def report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:
-    def spread(values: list[float], fmt: str) -> str:
-        low, mid, high = min(values), statistics.median(values), max(values)
-        return f"{fmt.format(mid)} [{fmt.format(low)}–{fmt.format(high)}]"
-
     lines = [
         f"{args.rounds} rounds of {args.seconds:g} s: {args.work:g} µs of work every "
         f"{args.period:g} ms, loop steps of {args.chunk:g} µs; median [min–max]",
@@ -141,9 +138,9 @@ def report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -
         share = [r["steps"] / n["steps"] for r, n in zip(runs, results["none"], strict=True)]
         median = [r["lag_median"] * 1e3 for r in runs]
         largest = [r["lag_max"] * 1e3 for r in runs]
-        works = spread([float(r["works"]) for r in runs], "{:.0f}")
-        row = f"| {mode} | {works} | {spread(share, '{:.3f}')} | {spread(median, '{:.2f}')} "
-        lines.append(row + f"| {spread(largest, '{:.2f}')} |")
+        works = summarise([float(r["works"]) for r in runs])
+        row = f"| {mode} | {works} | {summarise(share, '{:.3f}')} | {summarise(median, '{:.2f}')} "
+        lines.append(row + f"| {summarise(largest, '{:.2f}')} |")
     return "\n".join(lines)
 
 

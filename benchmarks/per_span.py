@@ -53,7 +53,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -62,6 +61,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from benchmarks.hook_timer import CallCounter, Collections, HookTimer
+from benchmarks.rounds import alternating, child
 
 #: Workflows run (unmeasured) before the window, so imports and caches are warm.
 WARMUP = 20
@@ -300,11 +300,7 @@ def run_variant(
     command = [sys.executable, "-m", "benchmarks.per_span", "--child", variant]
     command += ["--endpoint", endpoint, "--workflows", str(workflows)]
     command += ["--calls"] if calls else []
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise RuntimeError(f"{variant} failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return child(command, variant)
 
 
 def summarise(values: list[float], fmt: str = "{:.0f}") -> str:
@@ -401,13 +397,10 @@ def main(argv: list[str] | None = None) -> int:
         return calls_main(args.rounds, args.workflows)
 
     variants = ["baseline", "default"] + (["taskstream"] if args.taskstream else [])
-    results: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
     with blackhole_collector() as endpoint:
-        for r in range(args.rounds):
-            order = variants if r % 2 == 0 else variants[::-1]
-            for variant in order:
-                results[variant].append(run_variant(variant, endpoint, args.workflows))
-            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        results = alternating(
+            args.rounds, variants, lambda variant: run_variant(variant, endpoint, args.workflows)
+        )
     print(report(results, args.workflows))
     if args.json:
         with open(args.json, "w") as f:
@@ -419,12 +412,12 @@ def calls_main(rounds: int, workflows: int) -> int:
     """Calls made per Dask span (per task for the hooks): repeatable where µs are not."""
     from benchmarks.overhead import blackhole_collector
 
-    results: dict[str, list[dict[str, Any]]] = {"default": [], "taskstream": []}
     with blackhole_collector() as endpoint:
-        for r in range(rounds):
-            for variant in ("default", "taskstream") if r % 2 == 0 else ("taskstream", "default"):
-                results[variant].append(run_variant(variant, endpoint, workflows, calls=True))
-            print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+        results = alternating(
+            rounds,
+            ["default", "taskstream"],
+            lambda variant: run_variant(variant, endpoint, workflows, calls=True),
+        )
     print(report_calls(results, workflows))
     return 0
 

@@ -27,17 +27,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import uuid
 from functools import partial
 from typing import Any
 
-from benchmarks.per_span import (
-    run_workflows,
-    summarise,
-    variant_config,
-)
+from benchmarks.per_span import run_workflows, summarise, variant_config
+from benchmarks.rounds import alternating, child
 
 #: Workflows run (unmeasured) before the window.
 WARMUP = 2
@@ -78,11 +74,7 @@ async def run_child(variant: str, endpoint: str, workflows: int, tasks: int) -> 
 def run_variant(variant: str, endpoint: str, workflows: int, tasks: int) -> dict[str, Any]:
     command = [sys.executable, "-m", "benchmarks.per_task", "--child", variant]
     command += ["--endpoint", endpoint, "--workflows", str(workflows), "--tasks", str(tasks)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise RuntimeError(f"{variant} failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return child(command, variant)
 
 
 def report(results: dict[str, list[dict[str, Any]]], workflows: int, tasks: int) -> str:
@@ -127,13 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from benchmarks.overhead import blackhole_collector
 
-    variants = ["default", "taskstream"]
-    results: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
     with blackhole_collector() as endpoint:
-        for r in range(args.rounds):
-            for variant in variants if r % 2 == 0 else variants[::-1]:
-                results[variant].append(run_variant(variant, endpoint, args.workflows, args.tasks))
-            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        results = alternating(
+            args.rounds,
+            ["default", "taskstream"],
+            lambda variant: run_variant(variant, endpoint, args.workflows, args.tasks),
+        )
     print(report(results, args.workflows, args.tasks))
     return 0
 

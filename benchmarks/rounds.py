@@ -1,4 +1,5 @@
-"""Rounds of variants in alternating order: the loop every comparing benchmark runs.
+"""Rounds of variants in alternating order: the loop every comparing benchmark runs,
+and the fresh process each variant of a round runs in.
 
 Each round runs every variant once; odd rounds run them in reverse, so that drift over
 the run (caches warming, thermal throttling, other load on a shared machine) falls on
@@ -8,9 +9,11 @@ compared with the baseline of its own round.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -29,3 +32,13 @@ def alternating(
             results[variant].append(run(variant))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     return results
+
+
+def child(command: list[str], name: str) -> dict[str, Any]:
+    """Run a benchmark's child process; its result is its last line of stdout, as JSON.
+    A child that fails raises with the end of its stderr, named ``name``."""
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result

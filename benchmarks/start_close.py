@@ -26,10 +26,11 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
+
+from benchmarks.rounds import alternating, child
 
 #: Cycles run (unmeasured) before the measured ones.
 WARMUP = 2
@@ -90,11 +91,7 @@ async def measure_ratio(endpoint: str, cycles: int = 8) -> float:
 def run_variant(variant: str, endpoint: str, cycles: int) -> dict[str, Any]:
     command = [sys.executable, "-m", "benchmarks.start_close", "--child", variant]
     command += ["--endpoint", endpoint, "--cycles", str(cycles)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise RuntimeError(f"{variant} failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return child(command, variant)
 
 
 def summarise(values: list[float]) -> str:
@@ -115,13 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from benchmarks.overhead import blackhole_collector
 
-    results: dict[str, list[dict[str, Any]]] = {"baseline": [], "preloads": []}
     with blackhole_collector() as endpoint:
-        for r in range(args.rounds):
-            order = ["baseline", "preloads"] if r % 2 == 0 else ["preloads", "baseline"]
-            for variant in order:
-                results[variant].append(run_variant(variant, endpoint, args.cycles))
-            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+        results = alternating(
+            args.rounds,
+            ["baseline", "preloads"],
+            lambda variant: run_variant(variant, endpoint, args.cycles),
+        )
     base, runs = results["baseline"], results["preloads"]
     print(
         f"{args.rounds} processes per variant, {args.cycles} start+close cycles each; "

@@ -33,6 +33,8 @@ from otel_spans.scheduler.task_states import WATCHED_STATES
 if TYPE_CHECKING:
     from distributed import Scheduler
 
+    from otel_spans.scheduler.task_groups import TaskGroups
+
 
 class OtelSpansPlugin(PluginLifecycle):
     """Export the scheduler's Dask spans as OpenTelemetry signals.
@@ -67,8 +69,8 @@ class OtelSpansPlugin(PluginLifecycle):
             return
         if finish == "forgotten":
             groups = tracker.task_groups
-            if groups is not None and groups.reruns:
-                self._forgotten(key)
+            if groups is not None and groups.reruns:  # else no rerun of it to forget
+                self._forgotten(groups, key)
             if start != "memory":
                 return
         elif finish not in WATCHED_STATES and start != "memory":
@@ -85,15 +87,13 @@ class OtelSpansPlugin(PluginLifecycle):
         except Exception:
             self._internal_error("transition")
 
-    def _forgotten(self, key: Any) -> None:
+    def _forgotten(self, groups: TaskGroups, key: Any) -> None:
         """A key left the scheduler: a lost run of it that never reran is no rerun of
         a later graph's task of the same key."""
-        groups = self._tracker.task_groups if self._tracker is not None else None
-        if groups is not None:
-            try:
-                groups.forget_key(key)
-            except Exception:
-                self._internal_error("transition")
+        try:
+            groups.forget_key(key)
+        except Exception:
+            self._internal_error("transition")
 
     def update_graph(
         self,

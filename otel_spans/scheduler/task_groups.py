@@ -110,7 +110,7 @@ class TaskGroups:
         #: retried after they erred, or whose result was lost with a worker: key ->
         #: runs before the next one. A key leaves when it finishes again or is
         #: forgotten; at most ``_MAX_RERUNS``. Read by the transition hook, which
-        #: skips a forgotten key's lookup while it is empty.
+        #: calls :meth:`forget_key` only while it holds a key.
         self.reruns: dict[Any, int] = {}
         #: Lost keys forgotten at ``_MAX_RERUNS`` before they reran.
         self.reruns_evicted = 0
@@ -211,8 +211,7 @@ class TaskGroups:
     def forget_key(self, key: Any) -> None:
         """``key`` left the scheduler without rerunning: a later task of that key is
         a new task, not a recomputation."""
-        if self.reruns:
-            self.reruns.pop(key, None)
+        self.reruns.pop(key, None)
 
     def forget_span(self, uuid: str, groups: Iterable[TaskGroup], trace_id: int | None) -> None:
         """A released span is forgotten: its groups (a later graph's dependency on one

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from otel_spans import config
 from otel_spans.config import Settings
 from otel_spans.export.pipeline import ExportPipeline
 from otel_spans.worker import tracing
+from tests.servers.ports import wait_until
 
 pytestmark = pytest.mark.usefixtures("clean_config")
 
@@ -103,10 +103,8 @@ def test_the_worker_span_processor_starts_with_the_first_span(
     assert export.stats()["queued"] + export.stats()["exported"] + export.stats()["failed"] == 1
     lease.release()
     assert export.closed and export.stats()["dropped"] == 0
-    deadline = time.monotonic() + 10
-    while exporter_threads() != before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert exporter_threads() == before  # the abandoned export ran out its timeout
+    # the abandoned export runs out its timeout, and its thread ends
+    wait_until(lambda: exporter_threads() == before, 10, message=lambda: str(exporter_threads()))
 
 
 def test_a_finished_pipeline_stops_its_exporter_inline() -> None:

@@ -9,17 +9,29 @@ span of ``--tasks`` tiny tasks in one task group, with ``worker-saturation: inf`
 that scheduler, worker and client share one event loop, exporting over OTLP/gRPC to a
 discarding collector (:mod:`benchmarks.per_span`'s harness, its other workload).
 
-Two variants, each round in a fresh process, order alternating: otel-spans' default
-mode, its ``transition`` timed per call on the thread's CPU clock
-(:class:`benchmarks.hook_timer.HookTimer`), and no otel-spans with Dask's
-``TaskStreamPlugin`` timed the same way: the cheapest useful per-task hook, the
-reference of the per-task budget. Reported per task, median [min–max] over the
-rounds; both include the timer's wrapper (the same number of calls on each side).
+Four variants, each round in a fresh process, order alternating, each timing its
+``transition`` hook per call on the thread's CPU clock
+(:class:`benchmarks.hook_timer.HookTimer`), the same wrapper on every side:
+
+* ``default``: otel-spans' default mode;
+* ``metrics``: otel-spans with metrics alone (``traces.exporter`` and ``logs.exporter``
+  ``none``): the per-task work the metrics need (the span's counts by prefix and
+  state, the duration histogram, the memory ledger), no task group or sampling;
+* ``floor``: otel-spans with ``SpanTracker.transition`` replaced by a no-op: what its
+  hook costs before any per-task work (Dask's call, the hook's first tests, the task's
+  lookup). Nothing is followed, so nothing is exported and nothing is waited for;
+* ``taskstream``: no otel-spans, Dask's ``TaskStreamPlugin``: the cheapest useful
+  per-task hook, the reference of the per-task budget.
+
+Reported per task, median [min–max] over the rounds, and each otel-spans variant's
+ratio to the reference of its round; all include the timer's wrapper (about 0.3 µs
+per call, four calls per task).
 
 Usage::
 
     python -m benchmarks.per_task                   # 5 rounds, 5 workflows of 2,000 tasks
     python -m benchmarks.per_task --rounds 3 --tasks 5000
+    python -m benchmarks.per_task --variants default,taskstream
 """
 
 from __future__ import annotations
@@ -29,6 +41,8 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -57,17 +71,47 @@ async def tiny_workflow(client: Any, n: int, *, tasks: int) -> None:
     await client.gather(futures)
 
 
+#: Every variant, in the order a round runs them (reversed every other round).
+VARIANTS = ("default", "metrics", "floor", "taskstream")
+#: otel-spans' configuration of each of its variants, over its default.
+_OTEL_SPANS_CONFIG: dict[str, dict[str, Any]] = {
+    "default": {},
+    "metrics": {"otel-spans.traces.exporter": "none", "otel-spans.logs.exporter": "none"},
+    "floor": {},
+}
+
+
+@contextmanager
+def _following_nothing(floor: bool) -> Iterator[None]:
+    """The ``floor`` variant: the tracker's per-task work is a no-op while this is open
+    (the class's own method comes back after, so a test can run the variant in its
+    process)."""
+    from otel_spans.scheduler.tracking import SpanTracker
+
+    follow = SpanTracker.transition
+    if floor:
+        SpanTracker.transition = lambda *args: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SpanTracker.transition = follow  # type: ignore[method-assign]
+
+
 async def run_child(variant: str, endpoint: str, workflows: int, tasks: int) -> dict[str, Any]:
-    base = "baseline" if variant == "taskstream" else "default"
-    config = {**variant_config(base, endpoint), **SCHEDULER_BOUND}
-    result = await run_workflows(
-        config,
-        workflows,
-        SETTLE,
-        WARMUP,
-        taskstream=variant == "taskstream",
-        workflow=partial(tiny_workflow, tasks=tasks),
-    )
+    if variant == "taskstream":
+        config = variant_config("baseline", endpoint)
+    else:
+        config = {**variant_config("default", endpoint), **_OTEL_SPANS_CONFIG[variant]}
+    with _following_nothing(variant == "floor"):
+        result = await run_workflows(
+            {**config, **SCHEDULER_BOUND},
+            workflows,
+            SETTLE,
+            WARMUP,
+            taskstream=variant == "taskstream",
+            workflow=partial(tiny_workflow, tasks=tasks),
+            exports=variant != "floor",
+        )
     return {"variant": variant, **result}
 
 
@@ -79,28 +123,24 @@ def run_variant(variant: str, endpoint: str, workflows: int, tasks: int) -> dict
 
 def report(results: dict[str, list[dict[str, Any]]], workflows: int, tasks: int) -> str:
     total = workflows * tasks
-    runs = results["default"]
+    reference = results["taskstream"]
     lines = [
-        f"{len(runs)} rounds of {workflows} workflows of {tasks} tiny tasks "
+        f"{len(reference)} rounds of {workflows} workflows of {tasks} tiny tasks "
         "(worker-saturation: inf); µs of CPU per task, median [min–max]",
         "",
-        "| figure | µs per task |",
-        "|---|---|",
+        "| variant | per-task hooks, µs per task | / TaskStreamPlugin, same round |",
+        "|---|---|---|",
     ]
-    for bucket in runs[0]["own"]:
-        values = [r["own"][bucket] / total * 1e6 for r in runs]
-        lines.append(f"| otel-spans' own: {bucket} | {summarise(values, '{:.2f}')} |")
-    reference = [r["taskstream"] / total * 1e6 for r in results["taskstream"]]
-    lines.append(f"| Dask's TaskStreamPlugin in place | {summarise(reference, '{:.2f}')} |")
-    ratios = [
-        o["own"]["loop: per-task hooks"] / t["taskstream"]
-        for o, t in zip(runs, results["taskstream"], strict=True)
-    ]
-    lines.append(
-        f"| per-task hooks / TaskStreamPlugin (same round) | {summarise(ratios, '{:.2f}')} |"
-    )
-    if not all(r["settled"] for r in runs):
-        lines.append("WARNING: otel-spans did not settle within the window in some round")
+    for variant in (v for v in VARIANTS if v in results and v != "taskstream"):
+        runs = results[variant]
+        hooks = [r["own"]["loop: per-task hooks"] for r in runs]
+        ratios = [h / t["taskstream"] for h, t in zip(hooks, reference, strict=True)]
+        per_task = summarise([h / total * 1e6 for h in hooks], "{:.2f}")
+        lines.append(f"| otel-spans, {variant} | {per_task} | {summarise(ratios, '{:.2f}')} |")
+        if not all(r["settled"] is not False for r in runs):
+            lines.append(f"WARNING: {variant} did not settle within the window in some round")
+    per_task = summarise([r["taskstream"] / total * 1e6 for r in reference], "{:.2f}")
+    lines.append(f"| Dask's TaskStreamPlugin in place | {per_task} | 1 |")
     return "\n".join(lines)
 
 
@@ -109,9 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workflows", type=int, default=5)
     parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--child", choices=("default", "taskstream"))
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated, of " + ", ".join(VARIANTS) + " (taskstream always runs)",
+    )
+    parser.add_argument("--child", choices=VARIANTS)
     parser.add_argument("--endpoint")
     args = parser.parse_args(argv)
+    variants = [v for v in VARIANTS if v in args.variants.split(",") or v == "taskstream"]
     if args.child:
         endpoint = args.endpoint or "http://127.0.0.1:1"
         result = run_child(args.child, endpoint, args.workflows, args.tasks)
@@ -122,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     with blackhole_collector() as endpoint:
         results = alternating(
             args.rounds,
-            ["default", "taskstream"],
+            variants,
             lambda variant: run_variant(variant, endpoint, args.workflows, args.tasks),
         )
     print(report(results, args.workflows, args.tasks))

@@ -1,30 +1,48 @@
-"""``benchmarks.per_task`` times what it says: otel-spans' transition hook in its
-variant, Dask's ``TaskStreamPlugin`` alone in the other, on the scheduler-bound shape."""
+"""``benchmarks.per_task`` times what it says: otel-spans' transition hook in each of its
+variants, Dask's ``TaskStreamPlugin`` alone in the reference, on the scheduler-bound
+shape; the ``floor`` variant follows no task, and leaves the tracker as it found it."""
 
 from __future__ import annotations
 
 import asyncio
 
 from benchmarks import per_task
+from otel_spans.scheduler.tracking import SpanTracker
 
 WORKFLOWS = 2
 TASKS = 40
 
 
 def test_each_variant_times_its_own_hook_on_every_task(otlp_endpoint: str) -> None:
-    ours = asyncio.run(per_task.run_child("default", otlp_endpoint, WORKFLOWS, TASKS))
-    reference = asyncio.run(per_task.run_child("taskstream", otlp_endpoint, WORKFLOWS, TASKS))
-    # otel-spans' variant times its hooks and exports every workflow; the reference
-    # runs without otel-spans and times Dask's plugin alone.
-    assert ours["own"]["loop: per-task hooks"] > 0
-    assert ours["settled"]
-    assert "taskstream" not in ours
+    follow = SpanTracker.transition
+    runs = {
+        variant: asyncio.run(per_task.run_child(variant, otlp_endpoint, WORKFLOWS, TASKS))
+        for variant in per_task.VARIANTS
+    }
+    assert SpanTracker.transition is follow  # the floor's no-op is gone again
+    reference = runs.pop("taskstream")
+    # The reference runs without otel-spans and times Dask's plugin alone.
     assert "own" not in reference
     assert reference["taskstream"] > 0
     # Dask calls a plugin at least three times per task (released → waiting →
     # processing → memory, then released or forgotten): each wrapper saw every task.
-    assert ours["own_calls"]["loop: per-task hooks"] >= 3 * WORKFLOWS * TASKS
     assert reference["taskstream_calls"] >= 3 * WORKFLOWS * TASKS
-    table = per_task.report({"default": [ours], "taskstream": [reference]}, WORKFLOWS, TASKS)
+    for variant, run in runs.items():
+        assert "taskstream" not in run, variant
+        assert run["own"]["loop: per-task hooks"] > 0, variant
+        assert run["own_calls"]["loop: per-task hooks"] >= 3 * WORKFLOWS * TASKS, variant
+    # Each variant does what its name says: the default mode exports every workflow
+    # (its span and its task group's); metrics alone export no span and no log
+    # record; the floor is not waited for (what it exports in the window is timing).
+    assert runs["default"]["settled"] is True
+    assert runs["default"]["stats"]["traces"] >= 2 * WORKFLOWS
+    assert runs["metrics"]["settled"] is True
+    assert runs["metrics"]["stats"] == {"traces": 0, "logs": 0}
+    assert runs["floor"]["settled"] is None
+    results = {variant: [run] for variant, run in runs.items()} | {"taskstream": [reference]}
+    table = per_task.report(results, WORKFLOWS, TASKS)
     assert f"of {WORKFLOWS} workflows of {TASKS} tiny tasks" in table
+    for variant in runs:
+        assert f"| otel-spans, {variant} |" in table
     assert "| Dask's TaskStreamPlugin in place |" in table
+    assert "WARNING" not in table

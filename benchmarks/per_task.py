@@ -14,9 +14,10 @@ Four variants, each round in a fresh process, order alternating, each timing its
 (:class:`benchmarks.hook_timer.HookTimer`), the same wrapper on every side:
 
 * ``default``: otel-spans' default mode;
-* ``metrics``: otel-spans with metrics alone (``traces.exporter`` and ``logs.exporter``
-  ``none``): the per-task work the metrics need (the span's counts by prefix and
-  state, the duration histogram, the memory ledger), no task group or sampling;
+* ``metrics``: otel-spans with metrics alone (``benchmarks.overhead``'s ``metrics``
+  mode: no traces, no logs, no task spans): the per-task work the metrics need (the
+  span's counts by prefix and state, the duration histogram, the memory ledger), no
+  task group or sampling;
 * ``floor``: otel-spans with ``SpanTracker.transition`` replaced by a no-op: what its
   hook costs before any per-task work (Dask's call, the hook's first tests, the task's
   lookup). Nothing is followed, so nothing is exported and nothing is waited for;
@@ -46,6 +47,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from benchmarks.overhead import MODES
 from benchmarks.per_span import run_workflows, summarise, variant_config
 from benchmarks.rounds import alternating, child
 
@@ -76,7 +78,7 @@ VARIANTS = ("default", "metrics", "floor", "taskstream")
 #: otel-spans' configuration of each of its variants, over its default.
 _OTEL_SPANS_CONFIG: dict[str, dict[str, Any]] = {
     "default": {},
-    "metrics": {"otel-spans.traces.exporter": "none", "otel-spans.logs.exporter": "none"},
+    "metrics": MODES["metrics"],
     "floor": {},
 }
 

@@ -20,7 +20,8 @@ Four variants, each round in a fresh process, order alternating, each timing its
   task group or sampling;
 * ``floor``: otel-spans with ``SpanTracker.transition`` replaced by a no-op: what its
   hook costs before any per-task work (Dask's call, the hook's first tests, the task's
-  lookup). Nothing is followed, so nothing is exported and nothing is waited for;
+  lookup). No task is followed, so the variant is not waited for to export (what
+  the trace poll still exports depends on when it first meets each span);
 * ``taskstream``: no otel-spans, Dask's ``TaskStreamPlugin``: the cheapest useful
   per-task hook, the reference of the per-task budget.
 

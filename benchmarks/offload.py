@@ -29,8 +29,7 @@ import threading
 import time
 from typing import Any
 
-from benchmarks.per_span import summarise
-from benchmarks.rounds import alternating, child
+from benchmarks.rounds import alternating, child, summarise
 
 MODES = ("none", "loop", "thread")
 

@@ -54,7 +54,7 @@ import dask.array as da
 from distributed import Client, LocalCluster, span
 
 from benchmarks.loop_lag import LoopLag
-from benchmarks.rounds import alternating
+from benchmarks.rounds import alternating, summarise
 
 Workload = Callable[[Client, int], object]
 
@@ -251,10 +251,6 @@ def run_variant(
     return out, stats
 
 
-def summarise(ratios: list[float]) -> str:
-    return f"{statistics.median(ratios):.3f} [{min(ratios):.3f}–{max(ratios):.3f}]"
-
-
 BASE_CONFIG: dict[str, Any] = {
     "distributed.scheduler.worker-saturation": float("inf"),
     "distributed.admin.low-level-log-length": 0,
@@ -382,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
             lag = statistics.median(o.lag_p99 for o in otel_runs)
             export_cpu = statistics.median(o.export_cpu for o in otel_runs)
             print(
-                f"| {name} | {mode} | {base_wall:.2f} | {summarise(wall)} | {summarise(cpu)} "
+                f"| {name} | {mode} | {base_wall:.2f} "
+                f"| {summarise(wall, '{:.3f}')} | {summarise(cpu, '{:.3f}')} "
                 f"| {base_rss:.0f} → {rss:.0f} | {base_lag:.0f} → {lag:.0f} "
                 f"| {export_cpu:.2f} |"
             )

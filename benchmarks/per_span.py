@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import threading
 import time
@@ -61,7 +60,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from benchmarks.hook_timer import CallCounter, Collections, HookTimer
-from benchmarks.rounds import alternating, child
+from benchmarks.rounds import alternating, child, summarise
 
 #: Workflows run (unmeasured) before the window, so imports and caches are warm.
 WARMUP = 20
@@ -304,11 +303,6 @@ def run_variant(
     command += ["--endpoint", endpoint, "--workflows", str(workflows)]
     command += ["--calls"] if calls else []
     return child(command, variant)
-
-
-def summarise(values: list[float], fmt: str = "{:.0f}") -> str:
-    median, low, high = statistics.median(values), min(values), max(values)
-    return f"{fmt.format(median)} [{fmt.format(low)}–{fmt.format(high)}]"
 
 
 def _per_span_work(run: dict[str, Any]) -> float:

@@ -49,8 +49,8 @@ from functools import partial
 from typing import Any
 
 from benchmarks.overhead import MODES
-from benchmarks.per_span import run_workflows, summarise, variant_config
-from benchmarks.rounds import alternating, child
+from benchmarks.per_span import run_workflows, variant_config
+from benchmarks.rounds import alternating, child, summarise
 
 #: Workflows run (unmeasured) before the window.
 WARMUP = 2

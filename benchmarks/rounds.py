@@ -1,5 +1,6 @@
 """Rounds of variants in alternating order: the loop every comparing benchmark runs,
-and the fresh process each variant of a round runs in.
+the fresh process each variant of a round runs in, and how a figure's spread over the
+rounds is written.
 
 Each round runs every variant once; odd rounds run them in reverse, so that drift over
 the run (caches warming, thermal throttling, other load on a shared machine) falls on
@@ -10,6 +11,7 @@ compared with the baseline of its own round.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -32,6 +34,13 @@ def alternating(
             results[variant].append(run(variant))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     return results
+
+
+def summarise(values: Sequence[float], fmt: str = "{:.0f}") -> str:
+    """``values`` over the rounds as median [min–max], each written with ``fmt``: how
+    every benchmark reports a figure with its spread."""
+    median, low, high = statistics.median(values), min(values), max(values)
+    return f"{fmt.format(median)} [{fmt.format(low)}–{fmt.format(high)}]"
 
 
 def child(command: list[str], name: str) -> dict[str, Any]:

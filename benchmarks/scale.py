@@ -55,8 +55,8 @@ from distributed import Client, span
 
 from benchmarks.held_memory import probe
 from benchmarks.overhead import blackhole_collector
-from benchmarks.rounds import alternating
-from benchmarks.scheduler_cpu import processes_cluster, settle, summarise, variant_config
+from benchmarks.rounds import alternating, summarise
+from benchmarks.scheduler_cpu import processes_cluster, settle, variant_config
 
 #: otel-spans variants this benchmark compares (keys of ``scheduler_cpu.VARIANTS``).
 MODES = ("default", "all")
@@ -192,11 +192,6 @@ def run_variant(variant: str, endpoint: str, n: int, probe_every: float) -> Resu
     )
 
 
-def spread(values: list[float], fmt: str = "{:.0f}") -> str:
-    """median [min–max], whole numbers unless ``fmt`` says otherwise."""
-    return summarise(values, fmt)
-
-
 def report(results: dict[str, list[Result]], rounds: int) -> None:
     """The markdown table: per variant, median [min–max] over the rounds."""
     base = results["baseline"]
@@ -223,14 +218,14 @@ def report(results: dict[str, list[Result]], rounds: int) -> None:
             f"{at['tracked_spans']}, {at['queued']}"
         )
         print(
-            f"| {variant} | {spread([r.wall for r in runs], '{:.1f}')} "
-            f"| {spread([r.wall / b.wall for r, b in pairs], '{:.3f}')} "
-            f"| {spread([r.rss_peak / MIB for r in runs])} "
-            f"| {spread([(r.rss_peak - r.rss_before) / MIB for r in runs])} "
-            f"| {spread([(r.rss_peak - b.rss_peak) / MIB for r, b in pairs])} "
-            f"| {spread([float(r.exported) for r in runs])} "
-            f"| {spread([float(r.lost) for r in runs])} "
-            f"| {spread([r.held_bytes / MIB for r in runs], '{:.2f}')} | {held} "
+            f"| {variant} | {summarise([r.wall for r in runs], '{:.1f}')} "
+            f"| {summarise([r.wall / b.wall for r, b in pairs], '{:.3f}')} "
+            f"| {summarise([r.rss_peak / MIB for r in runs])} "
+            f"| {summarise([(r.rss_peak - r.rss_before) / MIB for r in runs])} "
+            f"| {summarise([(r.rss_peak - b.rss_peak) / MIB for r, b in pairs])} "
+            f"| {summarise([float(r.exported) for r in runs])} "
+            f"| {summarise([float(r.lost) for r in runs])} "
+            f"| {summarise([r.held_bytes / MIB for r in runs], '{:.2f}')} | {held} "
             f"| {statistics.median(r.probes for r in runs):.0f}, "
             f"{statistics.median(r.probe_seconds for r in runs):.2f} |"
         )

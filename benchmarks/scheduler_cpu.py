@@ -49,7 +49,7 @@ import yaml
 from distributed import Client
 
 from benchmarks.overhead import blackhole_collector, free_port, inc, nested_spans, tiny_tasks
-from benchmarks.rounds import alternating
+from benchmarks.rounds import alternating, summarise
 
 #: Workloads: name -> (function, tasks it runs for ``n``).
 WORKLOADS: dict[str, tuple[Callable[[Client, int], object], Callable[[int], int]]] = {
@@ -203,11 +203,6 @@ def run_variant(variant: str, endpoint: str, n: int) -> dict[str, Measurement]:
     return out
 
 
-def summarise(values: list[float], fmt: str = "{:.1f}") -> str:
-    median, low, high = statistics.median(values), min(values), max(values)
-    return f"{fmt.format(median)} [{fmt.format(low)}–{fmt.format(high)}]"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=6)
@@ -253,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"| {name} | {variant} | {tasks} | {base_wall:.2f} | {base_sched:.0f} "
                 f"| {summarise(wall, '{:.3f}')} "
-                f"| {summarise(sched)} | {summarise(during)} | {summarise(worker)} |"
+                f"| {summarise(sched, '{:.1f}')} | {summarise(during, '{:.1f}')} "
+                f"| {summarise(worker, '{:.1f}')} |"
             )
     if args.json:
         with open(args.json, "w") as f:

@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.rounds import alternating, child
+from benchmarks.rounds import alternating, child, summarise
 
 #: Cycles run (unmeasured) before the measured ones.
 WARMUP = 2
@@ -94,9 +94,9 @@ def run_variant(variant: str, endpoint: str, cycles: int) -> dict[str, Any]:
     return child(command, variant)
 
 
-def summarise(values: list[float]) -> str:
-    ms = [v * 1000 for v in values]
-    return f"{statistics.median(ms):.1f} [{min(ms):.1f}–{max(ms):.1f}]"
+def milliseconds(values: list[float]) -> str:
+    """Seconds over the rounds, in ms with their spread."""
+    return summarise([v * 1000 for v in values], "{:.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     for what in ("wall", "cpu"):
         added = [o[what] - b[what] for o, b in zip(runs, base, strict=True)]
         print(
-            f"| {what} | {summarise([b[what] for b in base])} "
-            f"| {summarise([o[what] for o in runs])} | {summarise(added)} |"
+            f"| {what} | {milliseconds([b[what] for b in base])} "
+            f"| {milliseconds([o[what] for o in runs])} | {milliseconds(added)} |"
         )
     return 0
 

@@ -160,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=VARIANTS)
     parser.add_argument("--endpoint")
     args = parser.parse_args(argv)
-    variants = [v for v in VARIANTS if v in args.variants.split(",") or v == "taskstream"]
+    asked = set(args.variants.split(","))
+    if asked - set(VARIANTS):
+        parser.error(f"--variants: unknown {sorted(asked - set(VARIANTS))}, of {VARIANTS}")
+    variants = [v for v in VARIANTS if v in asked or v == "taskstream"]
     if args.child:
         endpoint = args.endpoint or "http://127.0.0.1:1"
         result = run_child(args.child, endpoint, args.workflows, args.tasks)

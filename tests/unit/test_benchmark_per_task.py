@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from benchmarks import per_task
 from otel_spans.scheduler.tracking import SpanTracker
 
@@ -58,3 +60,10 @@ def test_the_floor_replaces_the_trackers_per_task_work_and_only_while_it_runs() 
         # a no-op: it runs on no tracker and no task, and touches nothing
         SpanTracker.transition(None, None, "processing", "memory", {})  # type: ignore[arg-type]
     assert SpanTracker.transition is follow
+
+
+def test_an_unknown_variant_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        per_task.main(["--variants", "default,metric"])
+    assert exited.value.code == 2
+    assert "unknown ['metric']" in capsys.readouterr().err

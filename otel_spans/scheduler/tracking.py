@@ -98,10 +98,10 @@ class SpanTracker:
         #: Spans with task transitions since the last poll: only these (and their
         #: ancestors) can have changed their done-ness.
         self._changed: set[str] = set()
-        #: Open spans seen done, waiting out the linger: uuid -> since when, in that
-        #: order (a span done again goes to the end), so that a poll reads only the
-        #: spans whose linger ended, not every span still waiting.
-        self._lingering: dict[str, float] = {}
+        #: Open spans seen done, waiting out the linger: uuid -> its track (done since
+        #: ``done_since``), in that order (a span done again goes to the end), so that
+        #: a poll reads only the spans whose linger ended, not every span still waiting.
+        self._lingering: dict[str, TrackedSpan] = {}
         #: How many of the extension's spans (an insertion-ordered dict) were discovered.
         self._discovered = 0
         #: The spans the last poll had no time for, in order.
@@ -368,8 +368,9 @@ class SpanTracker:
             candidates = changed.union(self._lingering)
         else:
             candidates = set(changed)
-            for uuid, since in self._lingering.items():
-                if now - since < linger:
+            for uuid, lingering in self._lingering.items():
+                since = lingering.done_since
+                if since is not None and now - since < linger:
                     break  # the rest came later (a clock stepped back: by the step)
                 candidates.add(uuid)
         done: dict[str, bool] = {}
@@ -395,7 +396,7 @@ class SpanTracker:
                 if is_done(open_span, changed, done, self.open, self.tracks):
                     if track.done_since is None:
                         track.done_since = now
-                        self._lingering[uuid] = now
+                        self._lingering[uuid] = track
                 else:
                     track.done_since = None
                     self._lingering.pop(uuid, None)
